@@ -1,0 +1,267 @@
+"""Example backend "modern": a multi-round tool written for the 2026-07-28 protocol era.
+
+emceepee's tests and demo spawn it as ``python examples/servers/modern.py``. It speaks MCP
+over stdio.
+
+Tools
+    book(city)
+        Round 1: asks for a date (form elicitation {date: string, required}).
+        Round 2: asks the client's LLM "Suggest a hotel in <city> on <date>" (sampling).
+        Round 3: returns "booked <hotel> in <city> on <date>".
+        Declining or cancelling the date question ends the call with the text
+        "booking declined" / "booking cancelled" (not an error).
+
+How the questions travel depends on the era the client negotiated:
+
+* 2026-07-28: servers cannot send requests, so ``book`` *returns* an InputRequiredResult
+  (the questions in ``inputRequests`` plus an opaque ``requestState``). The client answers
+  and repeats the same tools/call with ``inputResponses`` and that ``requestState``.
+  The server keeps nothing between rounds: the state is base64url-encoded JSON holding the
+  city, the step and the date so far, so a freshly restarted process can continue a call
+  begun by another. It is deliberately *not* sealed, to stay readable in tests; a real
+  server should seal it (e.g. mcp.server.request_state.RequestStateBoundary with keys
+  shared by every process that may receive the retry).
+* Handshake era (<= 2025-11-25): the same steps run inside one call, and each question is
+  sent to the client as an ordinary server-to-client request (elicitation/create, then
+  sampling/createMessage).
+
+Either way a missing client capability, a refused request or a malformed answer gives a
+result with isError=true; a requestState that does not decode, or that belongs to another
+city, is rejected with INVALID_PARAMS.
+
+If the environment variable EMCEEPEE_EXAMPLE_LOG names a file, one line is appended for
+every input response the server receives:
+    answer {"action": "accept", "content": {"date": "..."}, "key": "date"}
+    answer {"key": "hotel", "model": "...", "text": "..."}
+
+Everything diagnostic goes to stderr: stdout is the protocol wire.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import MCPError, stdio_server
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+NAME = "modern"
+log = logging.getLogger(NAME)
+
+BOOK = types.Tool(
+    name="book",
+    description="Book a hotel: asks you for a date, then asks your LLM to pick a hotel.",
+    input_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+
+# Keys under which the questions appear in inputRequests / inputResponses.
+DATE_KEY = "date"
+HOTEL_KEY = "hotel"
+
+
+def append_event(line: str) -> None:
+    """Append one line to $EMCEEPEE_EXAMPLE_LOG, if set (tests read it to see backend-side events)."""
+    path = os.environ.get("EMCEEPEE_EXAMPLE_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
+
+
+# --------------------------------------------------------------------------- request state
+# Everything the tool knows between rounds lives here, never in the process.
+
+
+def encode_state(state: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(state, sort_keys=True).encode()).decode()
+
+
+def decode_state(blob: str, city: str) -> dict[str, Any]:
+    try:
+        state = json.loads(base64.urlsafe_b64decode(blob.encode()))
+    except (binascii.Error, ValueError) as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise MCPError(types.INVALID_PARAMS, f"Invalid requestState: {exc}") from exc
+    if not isinstance(state, dict) or state.get("step") not in (DATE_KEY, HOTEL_KEY):
+        raise MCPError(types.INVALID_PARAMS, "Invalid requestState: unknown step")
+    # The retry must repeat the original arguments; a state from another call is refused.
+    if state.get("city") != city:
+        raise MCPError(types.INVALID_PARAMS, "Invalid requestState: it belongs to a call for another city")
+    return state
+
+
+# --------------------------------------------------------------------------- the tool's steps
+
+
+@dataclass
+class NeedInput:
+    """The tool cannot finish yet: it needs answers to `requests`, then resumes from `state`."""
+
+    requests: dict[str, types.ElicitRequest | types.CreateMessageRequest]
+    state: dict[str, Any]
+
+
+def ask_for_date(city: str) -> NeedInput:
+    question = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(
+            message=f"On what date do you want a hotel in {city}?",
+            requested_schema={
+                "type": "object",
+                "properties": {
+                    DATE_KEY: {"type": "string", "title": "Date", "description": "e.g. 2026-08-01"}
+                },
+                "required": [DATE_KEY],
+            },
+        )
+    )
+    return NeedInput({DATE_KEY: question}, {"city": city, "step": DATE_KEY})
+
+
+def ask_for_hotel(city: str, date: str) -> NeedInput:
+    question = types.CreateMessageRequest(
+        params=types.CreateMessageRequestParams(
+            messages=[
+                types.SamplingMessage(
+                    role="user", content=types.TextContent(text=f"Suggest a hotel in {city} on {date}")
+                )
+            ],
+            system_prompt="Answer with the name of one hotel and nothing else.",
+            max_tokens=100,
+        )
+    )
+    return NeedInput({HOTEL_KEY: question}, {"city": city, "step": HOTEL_KEY, "date": date})
+
+
+def book_step(
+    city: str, state: dict[str, Any] | None, responses: Mapping[str, types.InputResponse]
+) -> NeedInput | types.CallToolResult:
+    """Advance the booking by one round: from (state, answers) to the next question or the result."""
+    if state is None:
+        return ask_for_date(city)
+
+    if state["step"] == DATE_KEY:
+        answer = responses.get(DATE_KEY)
+        if not isinstance(answer, types.ElicitResult):
+            return ask_for_date(city)  # no (usable) answer: ask again, as the spec suggests
+        record: dict[str, Any] = {"key": DATE_KEY, "action": answer.action}
+        if answer.content is not None:
+            record["content"] = answer.content
+        append_event("answer " + json.dumps(record, sort_keys=True))
+        if answer.action != "accept":
+            return text_result("booking declined" if answer.action == "decline" else "booking cancelled")
+        date = (answer.content or {}).get(DATE_KEY)
+        # The SDK checks only the shape of an answer, not the requested schema.
+        if not isinstance(date, str) or not date:
+            return text_result("the date answer did not contain a date", is_error=True)
+        return ask_for_hotel(city, date)
+
+    # state["step"] == HOTEL_KEY
+    date = str(state.get("date", ""))
+    answer = responses.get(HOTEL_KEY)
+    if not isinstance(answer, types.CreateMessageResult):
+        return ask_for_hotel(city, date)
+    hotel = answer.content.text.strip() if isinstance(answer.content, types.TextContent) else None
+    append_event(
+        "answer " + json.dumps({"key": HOTEL_KEY, "model": answer.model, "text": hotel}, sort_keys=True)
+    )
+    if not hotel:
+        return text_result("the hotel suggestion was empty or not text", is_error=True)
+    return text_result(f"booked {hotel} in {city} on {date}")
+
+
+# --------------------------------------------------------------------------- the two eras
+
+
+def missing_capability(ctx: ServerRequestContext) -> str | None:
+    caps = ctx.session.client_capabilities
+    if not (caps and caps.elicitation):
+        return "book needs a client that supports elicitation"
+    if not caps.sampling:
+        return "book needs a client that supports sampling"
+    return None
+
+
+def book_modern(
+    params: types.CallToolRequestParams, city: str
+) -> types.CallToolResult | types.InputRequiredResult:
+    """2026-07-28: one round per tools/call; the questions go back as the result."""
+    state = decode_state(params.request_state, city) if params.request_state else None
+    step = book_step(city, state, params.input_responses or {})
+    if isinstance(step, NeedInput):
+        return types.InputRequiredResult(input_requests=step.requests, request_state=encode_state(step.state))
+    return step
+
+
+async def book_handshake(ctx: ServerRequestContext, city: str) -> types.CallToolResult:
+    """Handshake era: run every round inside this call, asking the client over the session."""
+    state: dict[str, Any] | None = None
+    responses: dict[str, types.InputResponse] = {}
+    # Ties each request to our tools/call (it matters for HTTP routing, harmless on stdio).
+    related = ServerMessageMetadata(related_request_id=ctx.request_id)
+    while not isinstance(step := book_step(city, state, responses), types.CallToolResult):
+        responses = {}
+        for key, request in step.requests.items():
+            result_type = (
+                types.ElicitResult if isinstance(request, types.ElicitRequest) else types.CreateMessageResult
+            )
+            try:
+                # No timeout on purpose: a human (or a parked proxy) may take minutes to answer.
+                responses[key] = await ctx.session.send_request(request, result_type, metadata=related)
+            except MCPError as exc:
+                return text_result(f"{request.method} failed: {exc.message}", is_error=True)
+        state = step.state
+    return step
+
+
+async def on_list_tools(
+    ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=[BOOK])
+
+
+async def on_call_tool(
+    ctx: ServerRequestContext, params: types.CallToolRequestParams
+) -> types.CallToolResult | types.InputRequiredResult:
+    if params.name != BOOK.name:
+        raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+    city = (params.arguments or {}).get("city")
+    # The low-level Server does not validate arguments, so check the one we use.
+    if not isinstance(city, str) or not city:
+        return text_result("invalid arguments for book: 'city' must be a non-empty string", is_error=True)
+    if reason := missing_capability(ctx):
+        return text_result(reason, is_error=True)
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return book_modern(params, city)
+    return await book_handshake(ctx, city)
+
+
+server = Server(
+    NAME,
+    version="0.1.0",
+    instructions="Example backend for emceepee tests: a booking tool that asks questions in rounds.",
+    on_list_tools=on_list_tools,
+    on_call_tool=on_call_tool,
+)
+
+
+async def main() -> None:
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{NAME}: %(levelname)s %(message)s")
+    anyio.run(main)
