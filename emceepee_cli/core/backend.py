@@ -1,0 +1,409 @@
+"""One backend MCP server: its supervised connection, what it offers, and requests to it.
+
+Lifecycle of `Backend.run` (one long-lived task per backend, which enters and exits the
+transport and the session itself, as anyio requires):
+
+    starting ─► ready ─► (process exits / connection lost) ─► restarting ─► ready …
+        │                                                      └─► failed (too many restarts)
+        └─► failed (command not found, handshake failed or timed out too often)
+    any state ─► stopped (emceepee shuts down, or the server was removed)
+
+A call in flight when the backend dies fails at once with the exit status and stderr tail.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import ClientSession, MCPError
+from mcp.client._probe import negotiate_auto
+from mcp.client.stdio import get_default_environment
+from mcp.client.streamable_http import streamable_http_client
+
+from emceepee_cli import __version__
+from emceepee_cli.config import ServerSpec
+from emceepee_cli.core import transport
+from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound
+
+log = logging.getLogger(__name__)
+
+INITIALIZE_TIMEOUT_S = 60.0  # first runs of `uvx`/`npx` download packages before answering
+LIST_TIMEOUT_S = 30.0
+RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # one entry per attempt; then the backend is failed
+STABLE_AFTER_S = 60.0  # ready this long, and the next crash starts the backoff afresh
+DEATH_REPORT_WAIT_S = 1.0  # for a failed call, how long to wait for the exit code
+MAX_PAGES = 1000
+HTTP_TIMEOUT = httpx2.Timeout(30.0, read=None)  # a call may wait minutes on a parked question
+
+T = TypeVar("T")
+
+
+class Status(StrEnum):
+    STARTING = "starting"
+    READY = "ready"
+    FAILED = "failed"
+    RESTARTING = "restarting"
+    STOPPED = "stopped"
+    DISABLED = "disabled"
+
+
+WAITING = (Status.STARTING, Status.RESTARTING)
+
+
+class BackendSink(Protocol):
+    """Where a backend reports what it hears; the hub implements it."""
+
+    def notification(self, server: str, method: str, params: dict[str, Any]) -> None: ...
+    def log(self, server: str, level: str, message: str, source: str) -> None: ...
+    def status_changed(self, backend: Backend, previous: Status) -> None: ...
+
+
+@dataclass
+class Offer:
+    """What a backend offered at its last listing."""
+
+    tools: dict[str, types.Tool] = field(default_factory=dict)
+    resources: list[types.Resource] = field(default_factory=list)
+    templates: list[types.ResourceTemplate] = field(default_factory=list)
+    prompts: dict[str, types.Prompt] = field(default_factory=dict)
+
+
+class Backend:
+    def __init__(self, spec: ServerSpec, sink: BackendSink, log_dir: Path | None = None) -> None:
+        self.spec = spec
+        self.sink = sink
+        self.log_path = log_dir / f"{spec.name}.log" if log_dir else None
+        self.status = Status.STARTING if spec.enabled else Status.DISABLED
+        self.last_error: str | None = None
+        self.restarts = 0
+        self.offer = Offer()
+        self.session: ClientSession | None = None
+        self.process: transport.ProcessInfo | None = None
+        self.stderr_tail: deque[str] = deque(maxlen=transport.STDERR_TAIL_LINES)
+        self.inflight = 0
+        self._changed = anyio.Event()
+        self._stop = anyio.Event()
+        self._lost = anyio.Event()
+        self._refresh: Callable[[Callable[[], Awaitable[None]]], None] | None = None
+
+    def __repr__(self) -> str:
+        pid = f" pid={self.pid}" if self.pid else ""
+        return f"<Backend {self.name} {self.status}{pid} restarts={self.restarts} tools={len(self.offer.tools)}>"
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process and self.status == Status.READY else None
+
+    # ---- supervision -------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Keep the backend connected until `stop()`; restart it with backoff when it dies."""
+        if not self.spec.enabled:
+            return
+        failures = 0
+        while not self._stop.is_set():
+            ready_at: list[float] = []
+            try:
+                await self._connect_and_serve(ready_at)
+            except Exception as exc:  # noqa: BLE001 - every failure is reported, none escapes
+                self.last_error = describe(exc)
+                if self._lost.is_set() and self.process is not None:  # it died by itself, not by our stop
+                    self.last_error += f"; the process ended ({self._death_report()})"
+                if isinstance(exc, EmceepeeError):
+                    failures = len(RESTART_BACKOFF_S)  # a missing command or bad cwd stays wrong
+            if self._stop.is_set():
+                break
+            if ready_at and anyio.current_time() - ready_at[0] > STABLE_AFTER_S:
+                failures = 0
+            if failures >= len(RESTART_BACKOFF_S):
+                self._set_status(Status.FAILED)
+                return
+            self._set_status(Status.RESTARTING)
+            with anyio.move_on_after(RESTART_BACKOFF_S[failures]):
+                await self._stop.wait()
+            failures += 1
+            self.restarts += 1
+        self._set_status(Status.STOPPED)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def wait_for(self, done: Callable[[Status], bool], timeout_s: float) -> None:
+        """Wait (bounded) until the status satisfies `done`."""
+        with anyio.move_on_after(timeout_s):
+            while not done(self.status):
+                await self._changed.wait()
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        """Wait (bounded) while the backend is starting or restarting."""
+        await self.wait_for(lambda status: status not in WAITING, timeout_s)
+
+    def _set_status(self, status: Status) -> None:
+        previous, self.status = self.status, status
+        if status == Status.READY:
+            self.last_error = None
+        if status != Status.READY:
+            self.session = None
+        self._changed.set()
+        self._changed = anyio.Event()
+        if previous != status:
+            self.sink.status_changed(self, previous)
+
+    async def _connect_and_serve(self, ready_at: list[float]) -> None:
+        self._lost = anyio.Event()
+        self.process = None
+        async with AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(self._open_transport())
+            session = await stack.enter_async_context(
+                ClientSession(
+                    read,
+                    write,
+                    logging_callback=self._on_log,
+                    message_handler=self._on_message,
+                    client_info=types.Implementation(name="emceepee", version=__version__),
+                )
+            )
+            with anyio.fail_after(INITIALIZE_TIMEOUT_S):
+                await self._handshake(session)
+            async with anyio.create_task_group() as tg:
+                self._refresh = lambda fn: tg.start_soon(_logged, self, fn)
+                with anyio.fail_after(LIST_TIMEOUT_S):
+                    self.offer = await list_offer(session)
+                self.session = session
+                ready_at.append(anyio.current_time())
+                self._set_status(Status.READY)
+                await first_of(self._stop, self._lost)
+                tg.cancel_scope.cancel()
+            self.session = None
+        if self._lost.is_set() and self.process is not None:  # reaped by now: the exit code is known
+            self.last_error = f"exited ({self._death_report()})"
+
+    @asynccontextmanager
+    async def _open_transport(self) -> AsyncIterator[tuple[Any, Any]]:
+        spec = self.spec.expanded()
+        if spec.transport == "http":
+            assert spec.url is not None
+            async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=HTTP_TIMEOUT) as http:
+                async with streamable_http_client(spec.url, http_client=http) as (read, write):
+                    yield read, write
+            return
+        assert spec.command is not None
+        env = get_default_environment() | dict(spec.env)
+        try:
+            opened = transport.open_stdio(
+                spec.command, spec.args, env=env, cwd=spec.cwd, stderr_log=self.log_path, on_stderr=self._on_stderr
+            )
+            async with opened as (read, write, process):
+                self.process = process
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_set_when, process.exited, self._lost)
+                    yield read, write
+                    tg.cancel_scope.cancel()
+        except FileNotFoundError as exc:
+            raise BackendError(f"Cannot start '{spec.command}': {exc.strerror}", hint="Check the server's `command`.") from exc
+
+    async def _handshake(self, session: ClientSession) -> None:
+        if self.spec.protocol == "legacy":
+            await session.initialize()
+        elif self.spec.protocol == "modern":
+            await session.discover()
+        else:
+            await negotiate_auto(session)
+
+    def _death_report(self) -> str:
+        assert self.process is not None
+        tail = "\n".join(list(self.process.stderr_tail)[-10:])
+        return self.process.describe_exit() + (f"; stderr tail:\n{tail}" if tail else "")
+
+    # ---- what the backend tells us ------------------------------------------------------
+
+    def _on_stderr(self, line: str) -> None:
+        self.stderr_tail.append(line)
+        self.sink.log(self.name, "stderr", line, "stderr")
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        data = params.data if isinstance(params.data, str) else repr(params.data)
+        self.sink.log(self.name, params.level, f"{params.logger}: {data}" if params.logger else data, "mcp")
+
+    async def _on_message(self, message: types.ServerNotification | Exception) -> None:
+        if isinstance(message, Exception):
+            self.sink.log(self.name, "error", str(message), "protocol")
+            return
+        if isinstance(message, types.LoggingMessageNotification | types.ProgressNotification):
+            return  # logs arrive through _on_log, progress through each call's callback
+        refresh = _REFRESHERS.get(type(message))
+        if refresh is not None and self._refresh is not None and self.session is not None:
+            self._refresh(lambda s=self.session: refresh(self, s))
+        params = message.params.model_dump(by_alias=True, mode="json", exclude_none=True) if message.params else {}
+        self.sink.notification(self.name, message.method, params)
+
+    # ---- requests -------------------------------------------------------------------------
+
+    def require_session(self) -> ClientSession:
+        if self.status == Status.READY and self.session is not None:
+            return self.session
+        hint = {
+            Status.STARTING: "It is still starting; try again in a moment.",
+            Status.RESTARTING: "It crashed and is being restarted; try again in a moment.",
+            Status.DISABLED: "Enable it in the config (enabled = true) or re-add it with add_server.",
+            Status.STOPPED: "It was stopped; add it again with add_server.",
+        }.get(self.status, "See list_servers for its last error and get_logs for its stderr.")
+        detail = f": {self.last_error}" if self.last_error else ""
+        raise BackendUnavailable(f"Backend '{self.name}' is {self.status}{detail}", hint=hint)
+
+    async def tool(self, name: str) -> types.Tool:
+        """The tool's listing; a name we have not seen triggers one fresh listing first."""
+        tool = self.offer.tools.get(name)
+        if tool is None and self.session is not None:
+            await self.request("tools/list", lambda s: _refresh_tools(self, s))
+            tool = self.offer.tools.get(name)
+        if tool is None:
+            raise NotFound(
+                f"Backend '{self.name}' has no tool '{name}'." + _closest(name, self.offer.tools),
+                hint=f"List its tools with list_tools(server='{self.name}').",
+            )
+        return tool
+
+    async def request(self, what: str, send: Callable[[ClientSession], Awaitable[T]]) -> T:
+        """Send one request; map the SDK's failures to ours, with the death report if it died."""
+        session = self.require_session()
+        self.inflight += 1
+        try:
+            return await send(session)
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                self._lost.set()
+                if self.process is not None:
+                    with anyio.move_on_after(DEATH_REPORT_WAIT_S):
+                        await self.process.exited.wait()
+                    raise BackendError(
+                        f"Backend '{self.name}' exited during {what} ({self._death_report()})",
+                        hint="It is being restarted; retry the call once list_servers shows it ready.",
+                    ) from exc
+                raise BackendError(f"Lost the connection to backend '{self.name}' during {what}") from exc
+            raise BackendError(f"Backend '{self.name}' answered {what} with error {exc.code}: {exc.message}") from exc
+        except RuntimeError as exc:  # e.g. structured content that fails the tool's own output schema
+            raise BackendError(f"Backend '{self.name}' sent an invalid result for {what}: {exc}") from exc
+        finally:
+            self.inflight -= 1
+
+
+async def list_offer(session: ClientSession) -> Offer:
+    caps = session.server_capabilities or types.ServerCapabilities()
+    offer = Offer()
+    if caps.tools is not None:
+        offer.tools = {t.name: t for t in await _all_pages(session.list_tools, "tools")}
+    if caps.resources is not None:
+        offer.resources = await _all_pages(session.list_resources, "resources")
+        offer.templates = await _all_pages(session.list_resource_templates, "resource_templates")
+    if caps.prompts is not None:
+        offer.prompts = {p.name: p for p in await _all_pages(session.list_prompts, "prompts")}
+    return offer
+
+
+async def _all_pages(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
+    """Every page of one listing; a listing the backend does not implement is empty."""
+    try:
+        return await _walk_pages(fetch, attr)
+    except MCPError as exc:
+        if exc.code == types.METHOD_NOT_FOUND:
+            return []
+        raise
+
+
+async def _walk_pages(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
+    items: list[Any] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_PAGES):
+        page = await fetch(params=types.PaginatedRequestParams(cursor=cursor))
+        items.extend(getattr(page, attr))
+        cursor = page.next_cursor
+        if not cursor or cursor in seen:  # a repeated cursor would loop forever
+            break
+        seen.add(cursor)
+    return items
+
+
+async def _refresh_tools(backend: Backend, session: ClientSession) -> None:
+    backend.offer.tools = {t.name: t for t in await _all_pages(session.list_tools, "tools")}
+
+
+async def _refresh_resources(backend: Backend, session: ClientSession) -> None:
+    backend.offer.resources = await _all_pages(session.list_resources, "resources")
+    backend.offer.templates = await _all_pages(session.list_resource_templates, "resource_templates")
+
+
+async def _refresh_prompts(backend: Backend, session: ClientSession) -> None:
+    backend.offer.prompts = {p.name: p for p in await _all_pages(session.list_prompts, "prompts")}
+
+
+_REFRESHERS: dict[type, Callable[[Backend, ClientSession], Awaitable[None]]] = {
+    types.ToolListChangedNotification: _refresh_tools,
+    types.ResourceListChangedNotification: _refresh_resources,
+    types.PromptListChangedNotification: _refresh_prompts,
+}
+
+
+async def _logged(backend: Backend, fn: Callable[[], Awaitable[None]]) -> None:
+    try:
+        with anyio.fail_after(LIST_TIMEOUT_S):
+            await fn()
+    except Exception as exc:  # noqa: BLE001 - a failed refresh keeps the old listing
+        backend.sink.log(backend.name, "warning", f"refreshing the listing failed: {describe(exc)}", "emceepee")
+
+
+async def first_of(*events: anyio.Event) -> None:
+    """Return as soon as any of `events` is set."""
+    async with anyio.create_task_group() as tg:
+        for event in events:
+            tg.start_soon(_set_when, event, None, tg.cancel_scope)
+
+
+async def _set_when(event: anyio.Event, target: anyio.Event | None, scope: anyio.CancelScope | None = None) -> None:
+    await event.wait()
+    if target is not None:
+        target.set()
+    if scope is not None:
+        scope.cancel()
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The real exceptions inside (possibly nested) exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in leaves(sub)]
+    return [exc]
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a failure, however deeply the SDK's task groups wrapped it."""
+    found = [e for e in leaves(exc) if not isinstance(e, anyio.get_cancelled_exc_class())] or [exc]
+    first = found[0]
+    if isinstance(first, TimeoutError):
+        return "timed out waiting for the backend to answer the handshake or listing"
+    if isinstance(first, MCPError) and first.code == types.CONNECTION_CLOSED:
+        return "the backend closed the connection during start-up"
+    if isinstance(first, EmceepeeError):
+        return first.message
+    return f"{first.__class__.__name__}: {first}"
+
+
+def _closest(name: str, known: dict[str, Any]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return f" Did you mean: {', '.join(close)}?" if close else ""

@@ -1,0 +1,260 @@
+"""The hub: the set of running backends and what every meta-tool does with them.
+
+The upstream server's handlers are thin: they validate their own arguments and call one hub
+method, which returns a JSON-able payload (our own tools) or the backend's result untouched
+(`execute_tool`). Every failure is an `EmceepeeError` that says what to do next.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+
+from emceepee_cli import config as config_mod
+from emceepee_cli.config import Config, ServerSpec
+from emceepee_cli.core import schema
+from emceepee_cli.core.backend import Backend, Status
+from emceepee_cli.errors import NotFound, UsageError
+
+READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this long for it
+STOP_WAIT_S = 8.0  # transport shutdown is bounded at ~6 s; this covers it
+NOTIFICATIONS_KEPT = 1000
+LOGS_KEPT = 5000
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def dump(model: Any) -> dict[str, Any]:
+    """An SDK model as our snake_case JSON (without the SDK's own `result_type` marker)."""
+    out: dict[str, Any] = model.model_dump(mode="json", exclude_none=True)
+    out.pop("result_type", None)
+    return out
+
+
+class Hub:
+    def __init__(self, config: Config, task_group: anyio.abc.TaskGroup, log_dir: Path | None = None) -> None:
+        self.config = config
+        self.task_group = task_group
+        self.log_dir = log_dir
+        self.backends: dict[str, Backend] = {}
+        self.notifications: deque[dict[str, Any]] = deque(maxlen=NOTIFICATIONS_KEPT)
+        self.logs: deque[dict[str, Any]] = deque(maxlen=LOGS_KEPT)
+
+    def __repr__(self) -> str:
+        return f"<Hub backends={list(self.backends)} config={self.config.path}>"
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def start_all(self) -> None:
+        """Start every configured backend concurrently; never waits for any of them."""
+        for spec in self.config.servers.values():
+            self._start(spec)
+
+    def _start(self, spec: ServerSpec) -> Backend:
+        backend = Backend(spec, self, self.log_dir)
+        self.backends[spec.name] = backend
+        self.task_group.start_soon(backend.run, name=f"backend {spec.name}")
+        return backend
+
+    def stop_all(self) -> None:
+        for backend in self.backends.values():
+            backend.stop()
+
+    # ---- BackendSink ------------------------------------------------------------------------
+
+    def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
+        self.notifications.append({"time": now_iso(), "server": server, "method": method, "params": params})
+
+    def log(self, server: str, level: str, message: str, source: str) -> None:
+        self.logs.append({"time": now_iso(), "server": server, "level": level, "source": source, "message": message})
+
+    def status_changed(self, backend: Backend, previous: Status) -> None:
+        detail = f": {backend.last_error}" if backend.last_error and backend.status != Status.READY else ""
+        self.log(backend.name, "info", f"{previous} -> {backend.status}{detail}", "emceepee")
+
+    # ---- looking things up ------------------------------------------------------------------
+
+    def backend(self, name: str) -> Backend:
+        backend = self.backends.get(name)
+        if backend is None:
+            broken = [p for p in self.config.problems if p.server == name]
+            if broken:
+                raise NotFound(f"Server '{name}' is in the config but could not load: {broken[0]}", hint="Fix the config.")
+            known = ", ".join(sorted(self.backends)) or "none"
+            raise NotFound(
+                f"Unknown server '{name}'. Known: {known}.",
+                hint=f"Add it with add_server, or in a terminal: emceepee servers add {name} -- <command> [args…]",
+            )
+        return backend
+
+    async def ready(self, name: str) -> Backend:
+        backend = self.backend(name)
+        await backend.wait_ready(READY_WAIT_S)
+        backend.require_session()
+        return backend
+
+    async def _selected(self, server: str | None) -> list[Backend]:
+        """One named backend, or all of them, after a bounded wait for any still starting."""
+        chosen = [self.backend(server)] if server else list(self.backends.values())
+        with anyio.move_on_after(READY_WAIT_S):
+            for backend in chosen:
+                await backend.wait_ready(READY_WAIT_S)
+        return chosen
+
+    # ---- servers -------------------------------------------------------------------------
+
+    def list_servers(self) -> dict[str, Any]:
+        servers = [_server_row(b) for b in self.backends.values()]
+        servers += [
+            {"name": p.server, "status": Status.FAILED.value, "transport": None, "tools": 0, "restarts": 0,
+             "last_error": f"config: {p}"}
+            for p in self.config.problems if p.server and p.server not in self.backends
+        ]  # fmt: skip
+        out: dict[str, Any] = {"servers": servers}
+        general = [str(p) for p in self.config.problems if not p.server]
+        if general:
+            out["config_problems"] = general
+        return out
+
+    async def add_server(self, spec: ServerSpec, persist: bool) -> dict[str, Any]:
+        if spec.name in self.backends:
+            raise UsageError(f"Server '{spec.name}' already exists.", hint=f"Remove it first with remove_server('{spec.name}').")
+        if persist:
+            config_mod.add_server(spec, self.config.path)
+        else:
+            config_mod.check_spec(spec)
+        backend = self._start(spec)
+        await backend.wait_ready(READY_WAIT_S)
+        row = _server_row(backend)
+        row["persisted"] = persist
+        return row
+
+    async def remove_server(self, name: str) -> dict[str, Any]:
+        backend = self.backend(name)
+        backend.stop()
+        await backend.wait_for(lambda s: s in (Status.STOPPED, Status.FAILED, Status.DISABLED), STOP_WAIT_S)
+        del self.backends[name]
+        removed_from_config = name in config_mod.load_config(self.config.path).servers
+        if removed_from_config:
+            config_mod.remove_server(name, self.config.path)
+        return {"removed": name, "status": backend.status.value, "removed_from_config": removed_from_config}
+
+    # ---- tools -------------------------------------------------------------------------------
+
+    async def list_tools(self, server: str | None, pattern: str | None) -> dict[str, Any]:
+        try:
+            matcher = re.compile(pattern, re.IGNORECASE) if pattern else None
+        except re.error as exc:
+            raise UsageError(f"pattern is not a valid regular expression: {exc}", hint="Escape special characters, e.g. '\\.'.") from exc
+        groups = []
+        for backend in await self._selected(server):
+            group: dict[str, Any] = {"server": backend.name, "status": backend.status.value}
+            if backend.status != Status.READY:
+                group["error"] = backend.last_error or f"backend is {backend.status}"
+                groups.append(group)
+                continue
+            group["tools"] = [
+                {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
+                for t in backend.offer.tools.values()
+                if matcher is None or matcher.search(t.name) or matcher.search(t.description or "")
+            ]
+            groups.append(group)
+        return {"servers": groups}
+
+    async def call_tool(
+        self, server: str, tool: str, args: dict[str, Any] | None, progress: ProgressFn | None = None
+    ) -> types.CallToolResult:
+        backend = await self.ready(server)
+        spec = await backend.tool(tool)
+        wrong = schema.problems(args or {}, spec.input_schema)
+        if wrong:
+            raise UsageError(
+                f"Arguments for {server}.{tool} do not match its input schema:\n- " + "\n- ".join(wrong),
+                hint=f"Nothing was sent to '{server}'. Fix the fields named; list_tools(server='{server}') shows the schema.",
+            )
+        return await backend.request(
+            f"tools/call '{tool}'", lambda s: s.call_tool(tool, args, progress_callback=progress)
+        )
+
+    # ---- resources and prompts -------------------------------------------------------------
+
+    async def list_resources(self, server: str | None) -> dict[str, Any]:
+        groups = []
+        for backend in await self._selected(server):
+            groups.append({
+                "server": backend.name,
+                "status": backend.status.value,
+                "resources": [dump(r) for r in backend.offer.resources],
+                "resource_templates": [dump(t) for t in backend.offer.templates],
+            })  # fmt: skip
+        return {"servers": groups}
+
+    async def read_resource(self, server: str, uri: str) -> types.ReadResourceResult:
+        backend = await self.ready(server)
+        return await backend.request(f"resources/read '{uri}'", lambda s: s.read_resource(uri))
+
+    async def list_prompts(self, server: str | None) -> dict[str, Any]:
+        groups = []
+        for backend in await self._selected(server):
+            prompts = [dump(p) for p in backend.offer.prompts.values()]
+            groups.append({"server": backend.name, "status": backend.status.value, "prompts": prompts})
+        return {"servers": groups}
+
+    async def get_prompt(self, server: str, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
+        backend = await self.ready(server)
+        if name not in backend.offer.prompts:
+            known = ", ".join(sorted(backend.offer.prompts)) or "none"
+            raise NotFound(f"Backend '{server}' has no prompt '{name}'. Known: {known}.", hint=f"See list_prompts(server='{server}').")
+        result = await backend.request(f"prompts/get '{name}'", lambda s: s.get_prompt(name, arguments))
+        return dump(result)
+
+    # ---- what backends said -------------------------------------------------------------
+
+    def get_notifications(self, server: str | None, limit: int) -> dict[str, Any]:
+        if server:
+            self.backend(server)
+        rows = [n for n in self.notifications if server is None or n["server"] == server]
+        return {"notifications": rows[-limit:]}
+
+    def get_logs(self, server: str | None, level: str | None, limit: int) -> dict[str, Any]:
+        if server:
+            self.backend(server)
+        floor = LOG_LEVELS.index(level) if level else 0
+        rows = [
+            entry
+            for entry in self.logs
+            if (server is None or entry["server"] == server) and _severity(entry["level"]) >= floor
+        ]
+        return {"logs": rows[-limit:]}
+
+
+def _severity(level: str) -> int:
+    return LOG_LEVELS.index(level) if level in LOG_LEVELS else 1  # stderr lines count as info
+
+
+def _server_row(backend: Backend) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "name": backend.name,
+        "status": backend.status.value,
+        "transport": backend.spec.transport,
+        "tools": len(backend.offer.tools),
+        "restarts": backend.restarts,
+    }
+    if backend.last_error:
+        row["last_error"] = backend.last_error
+    if backend.pid:
+        row["pid"] = backend.pid
+    return row

@@ -1,0 +1,221 @@
+"""The meta-tools: their schemas (written for a model to read) and thin handlers.
+
+Each handler takes the validated arguments, calls one hub method and returns either a JSON
+payload (our own answer) or a `CallToolResult` (a backend's answer, passed through).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+from emceepee_cli.config import ServerSpec
+from emceepee_cli.core.hub import LOG_LEVELS, Hub, ProgressFn, dump
+from emceepee_cli.errors import UsageError
+
+Payload = dict[str, Any] | types.CallToolResult
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a handler may use of the upstream request besides its arguments."""
+
+    progress: ProgressFn | None = None
+
+
+Handler = Callable[[Hub, dict[str, Any], Call], Awaitable[Payload]]
+
+
+@dataclass(frozen=True)
+class MetaTool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+    read_only: bool
+
+    def as_tool(self) -> types.Tool:
+        return types.Tool(
+            name=self.name,
+            description=self.description,
+            input_schema=self.input_schema,
+            annotations=types.ToolAnnotations(read_only_hint=self.read_only),
+        )
+
+
+TOOLS: dict[str, MetaTool] = {}
+
+STR = {"type": "string"}
+SERVER = {"type": "string", "description": "A server name, as shown by list_servers."}
+SERVER_FILTER = {"type": "string", "description": "Only this server (default: all servers)."}
+STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+
+
+def meta_tool(name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = (), *, read_only: bool = True) -> Callable[[Handler], Handler]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+
+    def register(handler: Handler) -> Handler:
+        TOOLS[name] = MetaTool(name, description, schema, handler, read_only)
+        return handler
+
+    return register
+
+
+@meta_tool(
+    "list_servers",
+    "List the backend MCP servers emceepee manages, with each one's status (starting, ready, failed, "
+    "restarting, stopped, disabled), transport, tool count, restarts and last error. Call this first.",
+    {},
+)
+async def list_servers(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    return hub.list_servers()
+
+
+@meta_tool(
+    "add_server",
+    "Start a new backend MCP server: either a local command (stdio) or a remote `url` (Streamable HTTP). "
+    "With persist=true (the default) it is also saved to emceepee's config so it starts next time. "
+    "Values in env and headers may reference environment variables as ${VAR}.",
+    {
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$", "description": "Name for the server."},
+        "command": {"type": "string", "description": "Executable to run, e.g. 'uvx' or 'npx'."},
+        "args": {"type": "array", "items": STR, "description": "Arguments for the command."},
+        "env": {**STR_MAP, "description": "Extra environment variables for the command."},
+        "cwd": {"type": "string", "description": "Working directory for the command."},
+        "url": {"type": "string", "description": "URL of a remote Streamable HTTP MCP server."},
+        "headers": {**STR_MAP, "description": "HTTP headers for a remote server."},
+        "persist": {"type": "boolean", "default": True, "description": "Save to the config file (default true)."},
+    },
+    ("name",),
+    read_only=False,
+)
+async def add_server(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    if ("command" in args) == ("url" in args):
+        raise UsageError("Give exactly one of `command` (a local server) or `url` (a remote one).")
+    spec = ServerSpec(
+        name=args["name"],
+        command=args.get("command"),
+        args=tuple(args.get("args", ())),
+        env=dict(args.get("env", {})),
+        cwd=args.get("cwd"),
+        url=args.get("url"),
+        headers=dict(args.get("headers", {})),
+    )
+    return await hub.add_server(spec, persist=args.get("persist", True))
+
+
+@meta_tool(
+    "remove_server",
+    "Stop a backend server and remove it from emceepee's config.",
+    {"name": SERVER},
+    ("name",),
+    read_only=False,
+)
+async def remove_server(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    return await hub.remove_server(args["name"])
+
+
+@meta_tool(
+    "list_tools",
+    "List the tools of the backend servers (name, description, input schema), grouped by server. "
+    "Call a tool with execute_tool.",
+    {
+        "server": SERVER_FILTER,
+        "pattern": {"type": "string", "description": "Case-insensitive regular expression matched against tool names and descriptions."},
+    },
+)
+async def list_tools(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    return await hub.list_tools(args.get("server"), args.get("pattern"))
+
+
+@meta_tool(
+    "execute_tool",
+    "Call a tool on a backend server. `args` are checked against the tool's input schema first; "
+    "the backend's own result is returned unchanged.",
+    {
+        "server": SERVER,
+        "tool": {"type": "string", "description": "The tool's name, as shown by list_tools."},
+        "args": {"type": "object", "description": "Arguments for the tool, matching its input schema."},
+        "timeout_ms": {"type": "integer", "minimum": 0, "description": "How long to wait for the result."},
+    },
+    ("server", "tool"),
+    read_only=False,
+)
+async def execute_tool(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    return await hub.call_tool(args["server"], args["tool"], args.get("args"), call.progress)
+
+
+@meta_tool(
+    "list_resources",
+    "List the resources and resource templates the backend servers offer, grouped by server.",
+    {"server": SERVER_FILTER},
+)
+async def list_resources(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    return await hub.list_resources(args.get("server"))
+
+
+@meta_tool(
+    "read_resource",
+    "Read one resource from a backend server by its URI (a listed URI, or one made from a template).",
+    {"server": SERVER, "uri": {"type": "string", "description": "The resource URI."}},
+    ("server", "uri"),
+)
+async def read_resource(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    result = await hub.read_resource(args["server"], args["uri"])
+    return types.CallToolResult(content=[types.EmbeddedResource(type="resource", resource=c) for c in result.contents])
+
+
+@meta_tool(
+    "list_prompts",
+    "List the prompts the backend servers offer, with their arguments, grouped by server.",
+    {"server": SERVER_FILTER},
+)
+async def list_prompts(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    return await hub.list_prompts(args.get("server"))
+
+
+@meta_tool(
+    "get_prompt",
+    "Get a prompt from a backend server, filled in with its arguments.",
+    {
+        "server": SERVER,
+        "name": {"type": "string", "description": "The prompt's name, as shown by list_prompts."},
+        "arguments": {**STR_MAP, "description": "The prompt's arguments (string values)."},
+    },
+    ("server", "name"),
+)
+async def get_prompt(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    return await hub.get_prompt(args["server"], args["name"], args.get("arguments"))
+
+
+LIMIT = {"type": "integer", "minimum": 1, "maximum": 1000}
+
+
+@meta_tool(
+    "get_notifications",
+    "Show the notifications backend servers sent (list changes, resource updates…), oldest first.",
+    {"server": SERVER_FILTER, "limit": {**LIMIT, "default": 50, "description": "At most this many, newest kept (default 50)."}},
+)
+async def get_notifications(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    return hub.get_notifications(args.get("server"), args.get("limit", 50))
+
+
+@meta_tool(
+    "get_logs",
+    "Show what backend servers logged: their MCP log messages and their stderr lines, oldest first.",
+    {
+        "server": SERVER_FILTER,
+        "level": {"type": "string", "enum": list(LOG_LEVELS), "description": "Minimum level (stderr lines count as info)."},
+        "limit": {**LIMIT, "default": 100, "description": "At most this many, newest kept (default 100)."},
+    },
+)
+async def get_logs(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    return hub.get_logs(args.get("server"), args.get("level"), args.get("limit", 100))
+
+
+__all__ = ["TOOLS", "Call", "MetaTool", "dump"]
