@@ -1,0 +1,3 @@
+from emceepee_cli.cli.main import run
+
+run()

@@ -1,0 +1,117 @@
+"""`emceepee demo`: run the real `emceepee serve` against the example backends and narrate.
+
+It drives the server exactly as an MCP host would (the SDK's client over stdio), in a throwaway
+home folder, so it changes nothing of the user's own config or journal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+
+from emceepee_cli.cli import render
+from emceepee_cli.errors import EmceepeeError
+
+STEP_TIMEOUT_S = 30.0
+
+
+def find_examples(explicit: Path | None) -> Path:
+    candidates = [explicit] if explicit else [Path.cwd() / "examples" / "servers",
+                                              Path(__file__).resolve().parents[2] / "examples" / "servers"]  # fmt: skip
+    for candidate in candidates:
+        if candidate is not None and (candidate / "echo.py").is_file():
+            return candidate
+    raise EmceepeeError(
+        "The demo's example backends (examples/servers/) were not found.",
+        hint="Run `emceepee demo` from a checkout of emceepee, or pass --examples PATH/TO/examples/servers.",
+    )
+
+
+def demo_config(examples: Path) -> str:
+    python = json.dumps(sys.executable)
+    lines = []
+    for name, script in (("echo", "echo.py"), ("many", "many_tools.py"), ("crashy", "crashy.py")):
+        lines += [f"[servers.{name}]", f"command = {python}", f"args = [{json.dumps(str(examples / script))}]", ""]
+    lines += ["[servers.broken]", 'command = "emceepee-demo-no-such-command"', ""]
+    return "\n".join(lines)
+
+
+def serve_command() -> tuple[str, list[str]]:
+    exe = shutil.which("emceepee")
+    return (exe, ["serve"]) if exe else (sys.executable, ["-m", "emceepee_cli", "serve"])
+
+
+def demo(
+    examples: Annotated[Path | None, typer.Option(help="Folder of the example backends.")] = None,
+) -> None:
+    """Watch emceepee work: start `emceepee serve` on the example backends and call through it."""
+    found = find_examples(examples)
+    with tempfile.TemporaryDirectory(prefix="emceepee-demo-") as home:
+        config = Path(home) / "config.toml"
+        config.write_text(demo_config(found))
+        anyio.run(_drive, config, home)
+
+
+def _structured(result: Any) -> dict[str, Any]:
+    return result.structured_content or {}
+
+
+def _text(result: Any) -> str:
+    shown = []
+    for block in result.content:
+        if getattr(block, "type", "") == "text":
+            shown.append(block.text)
+        elif getattr(block, "type", "") == "resource":
+            shown.append(getattr(block.resource, "text", "<binary resource>").strip())
+    return " ".join(shown)
+
+
+async def _drive(config: Path, home: str) -> None:
+    from mcp import Client, StdioServerParameters
+
+    command, args = serve_command()
+    params = StdioServerParameters(command=command, args=[*args, "--config", str(config)],
+                                   env={**os.environ, "EMCEEPEE_HOME": home})  # fmt: skip
+    render.line(f"$ {command} {' '.join(params.args)}", style="bold")
+    async with Client(params, mode="legacy") as client:
+        async def step(title: str, tool: str, arguments: dict[str, Any]) -> Any:
+            render.line(f"\n▶ {title}", style="bold cyan")
+            render.line(f"  {tool}({json.dumps(arguments)})")
+            with anyio.fail_after(STEP_TIMEOUT_S):
+                result = await client.call_tool(tool, arguments)
+            shown = _text(result)
+            render.line(("  ✗ " if result.is_error else "  ✓ ") + (shown if len(shown) < 400 else shown[:400] + " …"))
+            return result
+
+        tools = await client.list_tools()
+        render.line(f"The host sees {len(tools.tools)} fixed meta-tools: {', '.join(t.name for t in tools.tools)}")
+        await step("Which tools do the backends have? (waits briefly for backends still starting)",
+                   "list_tools", {"pattern": "echo|tool_30|crash"})  # fmt: skip
+        servers = _structured(await step("Servers and their status", "list_servers", {}))
+        for row in servers.get("servers", []):
+            render.line(f"    {row['name']:<8} {row['status']:<10} tools={row['tools']} {row.get('last_error', '')}")
+        await step("Call a backend tool", "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "hi"}})
+        await step("Structured results pass through untouched", "execute_tool",
+                   {"server": "echo", "tool": "add", "args": {"a": 2, "b": 3}})  # fmt: skip
+        await step("Bad arguments are refused before reaching the backend", "execute_tool",
+                   {"server": "echo", "tool": "add", "args": {"a": "two"}})  # fmt: skip
+        await step("The 30th tool of a paginated backend", "execute_tool",
+                   {"server": "many", "tool": "tool_30", "args": {"n": 30}})  # fmt: skip
+        await step("A backend crashes mid-call: a clear error, not a hung host", "execute_tool",
+                   {"server": "crashy", "tool": "crash", "args": {}})  # fmt: skip
+        await step("…and it is restarted: the next call works", "execute_tool",
+                   {"server": "crashy", "tool": "ok", "args": {}})  # fmt: skip
+        await step("Resources pass through", "read_resource", {"server": "echo", "uri": "echo://readme"})
+        await step("Prompts too", "get_prompt", {"server": "echo", "name": "greet", "arguments": {"name": "Ada"}})
+    render.line("\nDone: `emceepee serve` stopped and took its backends with it.", style="bold green")
+
+
+__all__ = ["demo", "EmceepeeError"]

@@ -1,0 +1,15 @@
+"""Options several commands share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Config file (default: $EMCEEPEE_CONFIG, else the user config folder).",
+                 show_default=False),
+]  # fmt: skip
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (the same shape the meta-tools return).")]

@@ -1,0 +1,118 @@
+"""`emceepee serve` as a real process, driven over stdio the way a host drives it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.support import example_table, payload, texts, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    return write_config(
+        tmp_path / "config.toml",
+        example_table("echo", "echo.py"),
+        example_table("many", "many_tools.py"),
+    )
+
+
+def serve_params(config: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "emceepee_cli", "serve", "--config", str(config)],
+        env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"]},
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_a_host_reaches_every_backend_through_serve(config: Path) -> None:
+    async with Client(serve_params(config), mode="legacy") as client:
+        with anyio.fail_after(30):
+            await client.call_tool("list_tools", {})
+            servers = {r["name"]: r for r in payload(await client.call_tool("list_servers", {}))["servers"]}
+            echo = await client.call_tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "over stdio"}})
+            structured = await client.call_tool("execute_tool", {"server": "echo", "tool": "structured", "args": {}})
+            failed = await client.call_tool("execute_tool", {"server": "echo", "tool": "fail", "args": {"message": "m"}})
+            thirtieth = await client.call_tool("execute_tool", {"server": "many", "tool": "tool_30", "args": {"n": 1}})
+            readme = await client.call_tool("read_resource", {"server": "echo", "uri": "echo://readme"})
+            prompt = payload(await client.call_tool("get_prompt", {"server": "echo", "name": "greet", "arguments": {"name": "Bo"}}))
+    assert servers["echo"]["status"] == "ready" and servers["many"]["status"] == "ready"
+    assert servers["many"]["tools"] == 40
+    assert texts(echo) == ["over stdio"]
+    assert structured.structured_content == {"items": [1, 2, 3], "ok": True}
+    assert failed.is_error and texts(failed) == ["m"]
+    assert texts(thirtieth) == ["tool_30 got 1"]
+    assert "echo example backend" in readme.content[0].resource.text
+    assert prompt["messages"][0]["content"]["text"] == "Say hello to Bo."
+    assert not any(alive(row["pid"]) for row in servers.values()), "a backend outlived serve (stdin closed)"
+
+
+class RawHost:
+    """A host speaking JSON-RPC lines over the serve process's pipes, so the test owns its pid."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        self.buffer = b""
+        self.next_id = 0
+
+    async def send(self, method: str, params: dict[str, Any] | None = None, notify: bool = False) -> Any:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        if not notify:
+            self.next_id += 1
+            message["id"] = self.next_id
+        assert self.process.stdin is not None
+        await self.process.stdin.send((json.dumps(message) + "\n").encode())
+        return None if notify else await self.reply(self.next_id)
+
+    async def reply(self, request_id: int) -> Any:
+        assert self.process.stdout is not None
+        while True:
+            while b"\n" not in self.buffer:
+                self.buffer += await self.process.stdout.receive()
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                return message["result"]
+
+
+async def test_sigterm_stops_serve_and_every_backend(config: Path) -> None:
+    command = [sys.executable, "-m", "emceepee_cli", "serve", "--config", str(config)]
+    process = await anyio.open_process(command, env={**os.environ})
+    try:
+        host = RawHost(process)
+        with anyio.fail_after(30):
+            await host.send("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                           "clientInfo": {"name": "test", "version": "0"}})  # fmt: skip
+            await host.send("notifications/initialized", notify=True)
+            await host.send("tools/call", {"name": "list_tools", "arguments": {}})
+            listing = await host.send("tools/call", {"name": "list_servers", "arguments": {}})
+        pids = [row["pid"] for row in listing["structuredContent"]["servers"]]
+        assert len(pids) == 2 and all(alive(pid) for pid in pids)
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(15):
+            code = await process.wait()
+        assert code == 0
+        assert not any(alive(pid) for pid in pids), "a backend outlived serve (SIGTERM)"
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.aclose()
