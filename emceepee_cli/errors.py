@@ -47,3 +47,9 @@ class BackendError(EmceepeeError):
     """A backend failed while handling a request (it died, or answered with an error)."""
 
     exit_code = 3
+
+
+class JournalError(EmceepeeError):
+    """The journal cannot be used: locked, unreadable, or written by a newer emceepee."""
+
+    exit_code = 4

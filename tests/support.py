@@ -43,12 +43,38 @@ async def emceepee(config_path: Path, log_dir: Path | None = None) -> AsyncItera
         yield client
 
 
+ENVELOPE = ("events_since_last_response", "pending_client_action")
+
+
 def payload(result: Any) -> dict[str, Any]:
-    """Our own tools' JSON; asserts the text block and structuredContent agree."""
-    assert result.structured_content is not None, result
-    assert json.loads(result.content[-1].text) == result.structured_content
-    return result.structured_content
+    """Our own tools' JSON (without the envelope); asserts the text blocks and structuredContent agree."""
+    structured = result.structured_content
+    assert structured is not None, result
+    blocks = [json.loads(t) for t in texts(result, with_envelope=True) if t.startswith("{")]
+    own = {k: v for k, v in structured.items() if k not in ENVELOPE}
+    assert own in blocks, (own, blocks)
+    for key in ENVELOPE:
+        if key in structured:
+            assert {key: structured[key]} in blocks
+    return own
 
 
-def texts(result: Any) -> list[str]:
-    return [block.text for block in result.content if getattr(block, "type", "") == "text"]
+def envelope(result: Any) -> dict[str, Any]:
+    """The envelope blocks of any result (ours or a backend's), read from the text blocks."""
+    found: dict[str, Any] = {}
+    for t in texts(result, with_envelope=True):
+        if t.startswith("{"):
+            block = json.loads(t)
+            if len(block) == 1 and next(iter(block)) in ENVELOPE:
+                found.update(block)
+    return found
+
+
+def texts(result: Any, with_envelope: bool = False) -> list[str]:
+    """The text blocks of a result; the envelope's blocks only when asked for."""
+    out = [block.text for block in result.content if getattr(block, "type", "") == "text"]
+    return out if with_envelope else [t for t in out if not _is_envelope(t)]
+
+
+def _is_envelope(text: str) -> bool:
+    return any(text.startswith('{"' + key + '":') for key in ENVELOPE)

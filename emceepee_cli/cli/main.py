@@ -9,7 +9,7 @@ import typer
 
 from emceepee_cli import __version__, paths
 from emceepee_cli.cli import demo, render, servers
-from emceepee_cli.cli.options import ConfigOpt
+from emceepee_cli.cli.options import ConfigOpt, DbOpt
 from emceepee_cli.errors import EmceepeeError
 
 app = typer.Typer(
@@ -38,12 +38,13 @@ def main(
 @app.command()
 def serve(
     config: ConfigOpt = None,
+    db: DbOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging (to stderr).")] = False,
 ) -> None:
     """Run the MCP server on stdio (what an MCP host starts)."""
     from emceepee_cli.server.app import run_stdio  # keeps the SDK server off the other commands' start-up
 
-    run_stdio(paths.config_path(config), verbose=verbose)
+    run_stdio(paths.config_path(config), verbose=verbose, db_path=db)
 
 
 def run() -> None:

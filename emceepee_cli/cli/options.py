@@ -13,3 +13,8 @@ ConfigOpt = Annotated[
                  show_default=False),
 ]  # fmt: skip
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (the same shape the meta-tools return).")]
+DbOpt = Annotated[
+    Path | None,
+    typer.Option("--db", help="Journal file (default: $EMCEEPEE_DB, else journal.db in the user data folder).",
+                 show_default=False),
+]  # fmt: skip

@@ -8,9 +8,7 @@ method, which returns a JSON-able payload (our own tools) or the backend's resul
 from __future__ import annotations
 
 import re
-import time
 from collections import deque
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +20,19 @@ from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ServerSpec
 from emceepee_cli.core import schema
 from emceepee_cli.core.backend import Backend, Status
+from emceepee_cli.core.events import Events
+from emceepee_cli.core.tasks import Relay, Tasks
 from emceepee_cli.errors import NotFound, UsageError
+from emceepee_cli.store.journal import HEARTBEAT_S, AsyncJournal, now_iso
+from emceepee_cli.store.records import TaskStatus
 
 READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this long for it
 STOP_WAIT_S = 8.0  # transport shutdown is bounded at ~6 s; this covers it
 NOTIFICATIONS_KEPT = 1000
 LOGS_KEPT = 5000
+WATCH_INTERVAL_S = 0.2  # how soon a cancel written by the CLI reaches the call
+PURGE_EVERY_S = 3600.0
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-
-ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
-
-
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
 
 def dump(model: Any) -> dict[str, Any]:
     """An SDK model as our snake_case JSON (without the SDK's own `result_type` marker)."""
@@ -45,23 +42,56 @@ def dump(model: Any) -> dict[str, Any]:
 
 
 class Hub:
-    def __init__(self, config: Config, task_group: anyio.abc.TaskGroup, log_dir: Path | None = None) -> None:
+    def __init__(self, config: Config, task_group: anyio.abc.TaskGroup, journal: AsyncJournal, instance_id: str,
+                 log_dir: Path | None = None) -> None:  # fmt: skip
         self.config = config
         self.task_group = task_group
+        self.journal = journal
+        self.instance_id = instance_id
         self.log_dir = log_dir
         self.backends: dict[str, Backend] = {}
         self.notifications: deque[dict[str, Any]] = deque(maxlen=NOTIFICATIONS_KEPT)
         self.logs: deque[dict[str, Any]] = deque(maxlen=LOGS_KEPT)
+        self.events = Events(instance_id, self._persist)
+        self.tasks = Tasks(self)
+        self._watcher = anyio.CancelScope()
+        self.host_noted = False
 
     def __repr__(self) -> str:
-        return f"<Hub backends={list(self.backends)} config={self.config.path}>"
+        return f"<Hub {self.instance_id} backends={list(self.backends)} {self.tasks!r} {self.events!r}>"
 
     # ---- lifecycle -------------------------------------------------------------------------
 
     def start_all(self) -> None:
-        """Start every configured backend concurrently; never waits for any of them."""
+        """Start every configured backend concurrently, and the watcher; never waits for any."""
         for spec in self.config.servers.values():
             self._start(spec)
+        self.task_group.start_soon(self._watch, name="journal watcher")
+
+    def _persist(self, method: str, arg: Any) -> None:
+        """A journal write nobody waits for (events, cursors); still in order, on the one thread."""
+        args = arg if isinstance(arg, tuple) else (arg,)
+        self.task_group.start_soon(lambda: getattr(self.journal, method)(*args))
+
+    async def _watch(self) -> None:
+        """Heartbeat, notice journal changes made by others (CLI cancels), expire, purge."""
+        with self._watcher:
+            version = await self.journal.data_version()
+            last_beat = last_purge = anyio.current_time()
+            while True:
+                await anyio.sleep(WATCH_INTERVAL_S)
+                now = anyio.current_time()
+                current = await self.journal.data_version()
+                if current != version:
+                    version = current
+                    await self.tasks.cancel_requested()
+                await self.tasks.expire_due()
+                if now - last_beat >= HEARTBEAT_S:
+                    last_beat = now
+                    await self.journal.heartbeat(self.instance_id)
+                if now - last_purge >= PURGE_EVERY_S:
+                    last_purge = now
+                    await self.journal.purge_finished(self.config.defaults.retention_s)
 
     def _start(self, spec: ServerSpec) -> Backend:
         backend = Backend(spec, self, self.log_dir)
@@ -70,6 +100,9 @@ class Hub:
         return backend
 
     def stop_all(self) -> None:
+        self._watcher.cancel()
+        for call in self.tasks.calls.values():
+            call.stop_as = TaskStatus.INTERRUPTED
         for backend in self.backends.values():
             backend.stop()
 
@@ -77,6 +110,7 @@ class Hub:
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
         self.notifications.append({"time": now_iso(), "server": server, "method": method, "params": params})
+        self.events.emit("notification", server, {"method": method, "params": params})
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
         self.logs.append({"time": now_iso(), "server": server, "level": level, "source": source, "message": message})
@@ -84,6 +118,10 @@ class Hub:
     def status_changed(self, backend: Backend, previous: Status) -> None:
         detail = f": {backend.last_error}" if backend.last_error and backend.status != Status.READY else ""
         self.log(backend.name, "info", f"{previous} -> {backend.status}{detail}", "emceepee")
+        kind = _SERVER_EVENTS.get((previous, backend.status)) or _SERVER_EVENTS.get((None, backend.status))
+        if kind:
+            data = {"status": backend.status.value, **({"error": backend.last_error} if backend.last_error else {})}
+            self.events.emit(kind, backend.name, data)
 
     # ---- looking things up ------------------------------------------------------------------
 
@@ -174,9 +212,9 @@ class Hub:
             groups.append(group)
         return {"servers": groups}
 
-    async def call_tool(
-        self, server: str, tool: str, args: dict[str, Any] | None, progress: ProgressFn | None = None
-    ) -> types.CallToolResult:
+    async def execute_tool(self, server: str, tool: str, args: dict[str, Any] | None, timeout_ms: int | None = None,
+                           relay: Relay | None = None) -> types.CallToolResult | dict[str, Any]:  # fmt: skip
+        """The backend's result if it comes within `timeout_ms`; else the task it became."""
         backend = await self.ready(server)
         spec = await backend.tool(tool)
         wrong = schema.problems(args or {}, spec.input_schema)
@@ -185,9 +223,29 @@ class Hub:
                 f"Arguments for {server}.{tool} do not match its input schema:\n- " + "\n- ".join(wrong),
                 hint=f"Nothing was sent to '{server}'. Fix the fields named; list_tools(server='{server}') shows the schema.",
             )
-        return await backend.request(
-            f"tools/call '{tool}'", lambda s: s.call_tool(tool, args, progress_callback=progress)
-        )
+        return await self.tasks.execute(backend, tool, args, timeout_ms, relay)
+
+    # ---- activity -------------------------------------------------------------------------
+
+    def pending_client(self) -> dict[str, Any]:
+        """Category 4: questions from backends awaiting an answer (empty until any arrive)."""
+        return {}
+
+    def pending_for_server(self, server: str) -> dict[str, Any]:
+        return {"elicitations_for_server": []}
+
+    async def await_activity(self, timeout_ms: int) -> dict[str, Any]:
+        if self.events.waiting():
+            triggers: list[dict[str, Any]] = [{"type": "immediate"}]
+        else:
+            await self.events.wait(min(timeout_ms, self.config.defaults.max_wait_ms) / 1000)
+            triggers = []
+        events = self.events.take()
+        if not triggers:
+            seen = {(e["type"], e["server"]) for e in events}
+            triggers = [{"type": "event", "event_type": t, "server": srv} for t, srv in sorted(seen, key=str)] or [{"type": "timeout"}]
+        return {"triggers": triggers, "events": events, "pending_server": self.tasks.working(),
+                "pending_client": {"elicitations": [], "sampling_requests": [], **self.pending_client()}}  # fmt: skip
 
     # ---- resources and prompts -------------------------------------------------------------
 
@@ -239,6 +297,14 @@ class Hub:
             if (server is None or entry["server"] == server) and _severity(entry["level"]) >= floor
         ]
         return {"logs": rows[-limit:]}
+
+
+_SERVER_EVENTS: dict[tuple[Status | None, Status], str] = {
+    (Status.STARTING, Status.READY): "server_connected",
+    (Status.RESTARTING, Status.READY): "server_restarted",
+    (Status.READY, Status.RESTARTING): "server_disconnected",
+    (None, Status.FAILED): "server_failed",
+}
 
 
 def _severity(level: str) -> int:

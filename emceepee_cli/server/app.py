@@ -9,6 +9,7 @@ exits through `os._exit`, because the stdin reader thread cannot be cancelled (S
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -21,7 +22,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import stdio_server
+from mcp import MCPError, stdio_server
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
 
@@ -30,8 +31,12 @@ from emceepee_cli.config import Config, ConfigProblem, Defaults, load_config
 from emceepee_cli.core import schema
 from emceepee_cli.core.hub import Hub
 from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
-from emceepee_cli.server.envelope import error_result, payload_result
+from emceepee_cli.core.tasks import Relay
+from emceepee_cli.ids import new_id
+from emceepee_cli.server import diagrams
+from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call
+from emceepee_cli.store.journal import AsyncJournal, Journal
 
 log = logging.getLogger("emceepee")
 
@@ -45,19 +50,31 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(config: Config, log_dir: Path | None = None, on_closed: Callable[[], None] | None = None) -> Server[Hub]:
-    """The low-level MCP server; its lifespan owns the hub and every backend task."""
+def build_server(config: Config, log_dir: Path | None = None, on_closed: Callable[[], None] | None = None,
+                 db_path: Path | None = None) -> Server[Hub]:  # fmt: skip
+    """The low-level MCP server; its lifespan owns the journal, the hub and every backend task."""
 
     @asynccontextmanager
     async def lifespan(_: Server[Hub]) -> AsyncIterator[Hub]:
         try:
-            async with anyio.create_task_group() as tg:
-                hub = Hub(config, tg, log_dir)
-                hub.start_all()
-                try:
-                    yield hub
-                finally:
-                    hub.stop_all()
+            journal = AsyncJournal(await anyio.to_thread.run_sync(Journal, db_path))
+            instance_id = new_id()
+            await journal.register_instance(instance_id)
+            interrupted = await journal.interrupt_orphans()
+            if interrupted:
+                log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
+            try:
+                async with anyio.create_task_group() as tg:
+                    hub = Hub(config, tg, journal, instance_id, log_dir)
+                    hub.start_all()
+                    try:
+                        yield hub
+                    finally:
+                        hub.stop_all()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await journal.stop_instance(instance_id)
+                    await journal.close()
         finally:
             if on_closed is not None:
                 on_closed()
@@ -69,6 +86,8 @@ def build_server(config: Config, log_dir: Path | None = None, on_closed: Callabl
         lifespan=lifespan,
         on_list_tools=_list_tools,
         on_call_tool=_call_tool,
+        on_list_resources=_list_resources,
+        on_read_resource=_read_resource,
     )
 
 
@@ -76,7 +95,28 @@ async def _list_tools(ctx: ServerRequestContext[Hub], params: types.PaginatedReq
     return types.ListToolsResult(tools=[tool.as_tool() for tool in TOOLS.values()])
 
 
+async def _list_resources(ctx: ServerRequestContext[Hub], params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+    diagram = types.Resource(uri=diagrams.URI, name="diagrams", mime_type="application/json",
+                             description="Mermaid diagrams of emceepee's task, elicitation and sampling states.")  # fmt: skip
+    return types.ListResourcesResult(resources=[diagram])
+
+
+async def _read_resource(ctx: ServerRequestContext[Hub], params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    if params.uri != diagrams.URI:
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown resource {params.uri!r}; emceepee has {diagrams.URI}")
+    body = json.dumps(diagrams.diagrams(), indent=2)
+    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=diagrams.URI, mime_type="application/json", text=body)])
+
+
 async def _call_tool(ctx: ServerRequestContext[Hub], params: types.CallToolRequestParams) -> types.CallToolResult:
+    hub = ctx.lifespan_context
+    _note_host(ctx, hub)
+    result, own = await _dispatch(ctx, hub, params)
+    return with_envelope(result, hub.events.take(), hub.pending_client(), own=own)
+
+
+async def _dispatch(ctx: ServerRequestContext[Hub], hub: Hub, params: types.CallToolRequestParams) -> tuple[types.CallToolResult, bool]:
+    """The tool's result, and whether it is our own (False: a backend's, passed through)."""
     try:
         tool = TOOLS.get(params.name)
         if tool is None:
@@ -87,18 +127,29 @@ async def _call_tool(ctx: ServerRequestContext[Hub], params: types.CallToolReque
         if wrong:
             raise UsageError(f"Invalid arguments for {tool.name}:\n- " + "\n- ".join(wrong),
                              hint="Fix the fields named and call again.")  # fmt: skip
-
-        async def progress(done: float, total: float | None, message: str | None) -> None:
-            await ctx.session.report_progress(done, total, message)
-
-        out = await tool.handler(ctx.lifespan_context, args, Call(progress=progress))
+        wants_progress = bool(ctx.meta and ctx.meta.get("progress_token") is not None)
+        relay = Relay(ctx.session.report_progress) if wants_progress else None
+        out = await tool.handler(hub, args, Call(relay=relay))
     except EmceepeeError as exc:
-        return error_result(exc)
+        return error_result(exc), True
     except Exception as exc:  # noqa: BLE001 - a bug must not crash the proxy or leak a traceback upstream
         log.exception("meta-tool %s failed", params.name)
         return error_result(EmceepeeError(f"emceepee failed inside {params.name}: {exc.__class__.__name__}: {exc}",
-                                          hint="This is a bug in emceepee; its stderr log has the traceback."))  # fmt: skip
-    return out if isinstance(out, types.CallToolResult) else payload_result(out)
+                                          hint="This is a bug in emceepee; its stderr log has the traceback.")), True  # fmt: skip
+    if isinstance(out, types.CallToolResult):
+        return out, False
+    if isinstance(out, Reply):
+        return payload_result(out.payload, out.summary), True
+    return payload_result(out), True
+
+
+def _note_host(ctx: ServerRequestContext[Hub], hub: Hub) -> None:
+    """Record which host this process serves, once (the CLI shows it)."""
+    if hub.host_noted or ctx.session.client_params is None:
+        return
+    hub.host_noted = True
+    info = ctx.session.client_params.client_info
+    hub.task_group.start_soon(hub.journal.set_host, hub.instance_id, info.name, info.version)
 
 
 def load_or_report(path: Path) -> Config:
@@ -110,23 +161,24 @@ def load_or_report(path: Path) -> Config:
         return Config(path=path, defaults=Defaults(), servers={}, problems=(ConfigProblem(None, None, str(exc)),))
 
 
-def run_stdio(config_path: Path, verbose: bool = False) -> None:
+def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = None) -> None:
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s emceepee %(levelname)s %(name)s: %(message)s",
     )
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+    Journal(db_path).close()  # refuse a locked or newer journal now, before the host connects
     config = load_or_report(config_path)
     for problem in config.problems:
         log.warning("config: %s", problem)
     log_dir = paths.ensure_private_dir(paths.logs_dir())
-    anyio.run(_serve, config, log_dir)
+    anyio.run(_serve, config, log_dir, db_path)
 
 
-async def _serve(config: Config, log_dir: Path) -> None:
+async def _serve(config: Config, log_dir: Path, db_path: Path | None) -> None:
     closed = anyio.Event()
-    server = build_server(config, log_dir, on_closed=closed.set)
+    server = build_server(config, log_dir, on_closed=closed.set, db_path=db_path)
     async with anyio.create_task_group() as tg:
         if sys.platform != "win32":
             tg.start_soon(_exit_on_signal, tg.cancel_scope, closed)

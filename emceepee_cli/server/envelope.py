@@ -9,11 +9,20 @@ JSON-RPC error and never a traceback.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 
 from emceepee_cli.errors import EmceepeeError
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Our own answer: the JSON payload, and a sentence for a person or model to read first."""
+
+    payload: dict[str, Any]
+    summary: str | None = None
 
 
 def text(value: str) -> types.TextContent:
@@ -36,3 +45,22 @@ def error_result(exc: EmceepeeError) -> types.CallToolResult:
     if exc.hint:
         error["hint"] = exc.hint
     return types.CallToolResult(content=[text(str(exc))], structured_content={"error": error}, is_error=True)
+
+
+def with_envelope(result: types.CallToolResult, events: list[dict[str, Any]], pending: dict[str, Any],
+                  own: bool) -> types.CallToolResult:  # fmt: skip
+    """Append the undelivered events and the pending questions, each only when non-empty.
+
+    Our own results carry them in `structuredContent` too; a backend's result is left as it
+    came, so they are added as text blocks only.
+    """
+    extra: dict[str, Any] = {}
+    if events:
+        extra["events_since_last_response"] = events
+    if pending:
+        extra["pending_client_action"] = pending
+    if not extra:
+        return result
+    blocks = [text(as_json({key: value})) for key, value in extra.items()]
+    structured = {**(result.structured_content or {}), **extra} if own else result.structured_content
+    return result.model_copy(update={"content": [*result.content, *blocks], "structured_content": structured})

@@ -13,17 +13,20 @@ from typing import Any
 import mcp_types as types
 
 from emceepee_cli.config import ServerSpec
-from emceepee_cli.core.hub import LOG_LEVELS, Hub, ProgressFn, dump
+from emceepee_cli.core.hub import LOG_LEVELS, Hub, dump
+from emceepee_cli.core.tasks import Relay
 from emceepee_cli.errors import UsageError
+from emceepee_cli.server.envelope import Reply
+from emceepee_cli.store.records import TaskStatus
 
-Payload = dict[str, Any] | types.CallToolResult
+Payload = dict[str, Any] | Reply | types.CallToolResult
 
 
 @dataclass(frozen=True)
 class Call:
     """What a handler may use of the upstream request besides its arguments."""
 
-    progress: ProgressFn | None = None
+    relay: Relay | None = None  # set when the host asked for progress (sent a progressToken)
 
 
 Handler = Callable[[Hub, dict[str, Any], Call], Awaitable[Payload]]
@@ -135,19 +138,82 @@ async def list_tools(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
 
 @meta_tool(
     "execute_tool",
-    "Call a tool on a backend server. `args` are checked against the tool's input schema first; "
-    "the backend's own result is returned unchanged.",
+    "Call a tool on a backend server. `args` are checked against the tool's input schema first. "
+    "If the tool finishes within timeout_ms, its own result is returned unchanged. If not, the call keeps "
+    "running as a task and you get {proxy_task, pending_on_server} at once: fetch the result later with "
+    "get_task_result(task_id), or wait for it with await_activity.",
     {
         "server": SERVER,
         "tool": {"type": "string", "description": "The tool's name, as shown by list_tools."},
         "args": {"type": "object", "description": "Arguments for the tool, matching its input schema."},
-        "timeout_ms": {"type": "integer", "minimum": 0, "description": "How long to wait for the result."},
+        "timeout_ms": {"type": "integer", "minimum": 0,
+                       "description": "How long to wait before the call becomes a task (default from the config, 45000)."},
     },
     ("server", "tool"),
     read_only=False,
-)
+)  # fmt: skip
 async def execute_tool(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return await hub.call_tool(args["server"], args["tool"], args.get("args"), call.progress)
+    out = await hub.execute_tool(args["server"], args["tool"], args.get("args"), args.get("timeout_ms"), call.relay)
+    if isinstance(out, dict):
+        task = out["proxy_task"]
+        return Reply(out, f"{task['server']}.{task['tool']} is still running, so it became task {task['task_id']}. "
+                          "Use get_task_result to get its result when ready (or await_activity to wait for it).")  # fmt: skip
+    return out
+
+
+TASK_ID = {"type": "string", "description": "A task id (or a unique prefix of one)."}
+WAIT_MS = {"type": "integer", "minimum": 0}
+
+
+@meta_tool(
+    "list_tasks",
+    "List tasks (tool calls that outlived their execute_tool wait). By default only those still working.",
+    {
+        "server": SERVER_FILTER,
+        "status": {"type": "string", "enum": [s.value for s in TaskStatus], "description": "Only tasks in this state."},
+        "include_completed": {"type": "boolean", "default": False, "description": "Also list finished tasks."},
+    },
+)
+async def list_tasks(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    return await hub.tasks.list(args.get("server"), args.get("status"), args.get("include_completed", False))
+
+
+@meta_tool("get_task", "Show one task's state, with the questions pending on its server.", {"task_id": TASK_ID}, ("task_id",))
+async def get_task(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    task = await hub.tasks.get_json(args["task_id"])
+    return {"task": task, "pending_elicitations_for_server": hub.pending_for_server(task["server"])["elicitations_for_server"]}
+
+
+@meta_tool(
+    "get_task_result",
+    "Get a task's result: the backend's own result once completed (waiting up to timeout_ms, capped below the "
+    "host's timeout, while it works); the task itself if still working; an error saying why if it failed, was "
+    "cancelled, expired or was interrupted.",
+    {"task_id": TASK_ID, "timeout_ms": {**WAIT_MS, "description": "How long to wait for a working task (default: the cap, 50000)."}},
+    ("task_id",),
+)
+async def get_task_result(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    out = await hub.tasks.result(args["task_id"], args.get("timeout_ms"), call.relay)
+    if isinstance(out, dict):
+        return Reply(out, f"Task {out['task']['task_id']} is still working; ask again later or await_activity.")
+    return out
+
+
+@meta_tool("cancel_task", "Cancel a working task: the backend call is cancelled for real.", {"task_id": TASK_ID},
+           ("task_id",), read_only=False)  # fmt: skip
+async def cancel_task(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    return await hub.tasks.cancel(args["task_id"])
+
+
+@meta_tool(
+    "await_activity",
+    "Wait until something happens (a task finishes, a backend connects, dies or changes its lists, a question "
+    "arrives) or timeout_ms passes; returns at once if events are waiting. Returns triggers, events, the tasks "
+    "still working (pending_server) and the questions awaiting an answer (pending_client).",
+    {"timeout_ms": {**WAIT_MS, "default": 30000, "description": "Longest wait (default 30000; capped below the host's timeout)."}},
+)
+async def await_activity(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+    return await hub.await_activity(args.get("timeout_ms", 30000))
 
 
 @meta_tool(

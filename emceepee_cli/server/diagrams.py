@@ -1,0 +1,81 @@
+"""The `emceepee://diagrams` resource: mermaid diagrams generated from the code's own states.
+
+The state diagrams are built from the transition tables in `store.records`, so they cannot
+drift from what the code does; the lifecycle and entity diagrams name those same states.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from emceepee_cli.store.records import (
+    ELICITATION_TRANSITIONS,
+    SAMPLING_TRANSITIONS,
+    TASK_TRANSITIONS,
+    ElicitationStatus,
+    SamplingStatus,
+    TaskStatus,
+)
+
+URI = "emceepee://diagrams"
+
+
+def state_diagram(states: type[StrEnum], transitions: dict[Any, dict[Any, str]]) -> str:
+    first = next(iter(states))
+    lines = ["stateDiagram-v2", f"    [*] --> {first.value}"]
+    for old, moves in transitions.items():
+        for new, why in moves.items():
+            lines.append(f"    {old.value} --> {new.value}: {why}")
+    lines += [f"    {s.value} --> [*]" for s in states if s not in transitions]
+    return "\n".join(lines)
+
+
+def lifecycle() -> str:
+    return "\n".join([
+        "sequenceDiagram",
+        "    participant Host",
+        "    participant emceepee",
+        "    participant Backend",
+        "    Host->>emceepee: execute_tool(server, tool, args, timeout_ms)",
+        "    emceepee->>emceepee: validate args against the tool's input schema",
+        "    emceepee->>Backend: tools/call (runs in emceepee's task group)",
+        "    alt result within timeout_ms",
+        "        Backend-->>emceepee: result",
+        "        emceepee-->>Host: the backend's result, unchanged (no task)",
+        "    else still running",
+        f"        emceepee-->>Host: proxy_task ({TaskStatus.WORKING.value}) + pending_on_server",
+        "        Backend-->>emceepee: result, later",
+        f"        emceepee->>emceepee: journal: {TaskStatus.COMPLETED.value}; event task_status",
+        "        Host->>emceepee: get_task_result(task_id) or await_activity",
+        "        emceepee-->>Host: the backend's result",
+        "    end",
+    ])  # fmt: skip
+
+
+def entities() -> str:
+    return "\n".join([
+        "erDiagram",
+        "    INSTANCE ||--o{ TASK : owns",
+        "    INSTANCE ||--o{ EVENT : emits",
+        "    INSTANCE ||--o{ PENDING_REQUEST : owns",
+        "    SERVER ||--o{ TASK : runs",
+        "    SERVER ||--o{ PENDING_REQUEST : asks",
+        "    TASK |o--o{ PENDING_REQUEST : \"caused (exact or sole correlation)\"",
+        "    HOST_SESSION ||--|| INSTANCE : \"is served by\"",
+        "    HOST_SESSION ||--o{ EVENT : \"receives once\"",
+    ])  # fmt: skip
+
+
+def diagrams() -> dict[str, Any]:
+    return {"diagrams": [
+        {"name": "task_states", "description": "States of a task (a tool call promoted after its wait).",
+         "mermaid": state_diagram(TaskStatus, TASK_TRANSITIONS)},
+        {"name": "elicitation_states", "description": "States of a pending elicitation from a backend.",
+         "mermaid": state_diagram(ElicitationStatus, ELICITATION_TRANSITIONS)},
+        {"name": "sampling_states", "description": "States of a pending sampling request from a backend.",
+         "mermaid": state_diagram(SamplingStatus, SAMPLING_TRANSITIONS)},
+        {"name": "tool_call_lifecycle", "description": "An execute_tool call, answered in time or promoted.",
+         "mermaid": lifecycle()},
+        {"name": "entities", "description": "What the journal holds and how it relates.", "mermaid": entities()},
+    ]}  # fmt: skip

@@ -1,0 +1,239 @@
+"""The journal: one SQLite file (WAL, 0600) shared by every `serve` process and the CLI.
+
+It is synchronous on purpose: the CLI uses it directly, and `serve` reaches it through one
+worker thread (`AsyncJournal`), so the event loop never blocks on SQLite. Writers that race
+(two hosts, or the CLI and a host) are settled by SQLite itself: every state change is an
+`UPDATE … WHERE status = 'working'`, so the first writer wins and the others see 0 rows.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import anyio
+import anyio.to_thread
+import sqlite_utils
+
+from emceepee_cli import paths
+from emceepee_cli.errors import JournalError
+from emceepee_cli.store.migrations import check_not_newer, migrations
+from emceepee_cli.store.records import TaskStatus
+
+BUSY_TIMEOUT_MS = 5000
+HEARTBEAT_S = 5.0
+STALE_AFTER_S = 30.0  # an instance silent this long is dead even if its pid was reused
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def now_iso(offset_s: float = 0.0) -> str:
+    t = time.time() + offset_s
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
+def _mapped(fn: Callable[P, T]) -> Callable[P, T]:
+    """SQLite's failures become a JournalError that says what to do, at this one edge."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise JournalError(f"The journal is locked by another process ({exc}).",
+                                   hint="Try again in a moment; if it persists, stop other emceepee processes.") from exc  # fmt: skip
+            raise JournalError(f"The journal could not be used: {exc}", hint="Check the file and its folder.") from exc
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"The journal is not a usable SQLite file: {exc}",
+                               hint="Move it aside (emceepee will start a new one) or use --db / EMCEEPEE_DB.") from exc  # fmt: skip
+
+    return wrapper
+
+
+class Journal:
+    @_mapped
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = paths.db_path(path)
+        paths.ensure_private_dir(self.path.parent)
+        if not self.path.exists():
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self.db = sqlite_utils.Database(conn)
+        self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        check_not_newer(self.db, str(self.path))
+        migrations.apply(self.db)
+
+    def __repr__(self) -> str:
+        return f"<Journal {self.path}>"
+
+    def close(self) -> None:
+        self.db.close()
+
+    @_mapped
+    def data_version(self) -> int:
+        """Changes whenever another connection commits: a cheap "anything new?" check."""
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    # ---- instances ---------------------------------------------------------------------
+
+    @_mapped
+    def register_instance(self, instance_id: str) -> None:
+        at = now_iso()
+        self.db["instances"].insert({"instance_id": instance_id, "pid": os.getpid(), "machine": socket.gethostname(),
+                                     "started_at": at, "heartbeat_at": at})  # fmt: skip
+
+    @_mapped
+    def heartbeat(self, instance_id: str) -> None:
+        self.db.execute("UPDATE instances SET heartbeat_at = ? WHERE instance_id = ?", [now_iso(), instance_id])
+
+    @_mapped
+    def set_host(self, instance_id: str, name: str | None, version: str | None) -> None:
+        self.db.execute("UPDATE instances SET host_name = ?, host_version = ? WHERE instance_id = ?", [name, version, instance_id])
+
+    @_mapped
+    def stop_instance(self, instance_id: str) -> None:
+        self.db.execute("UPDATE instances SET stopped_at = ? WHERE instance_id = ?", [now_iso(), instance_id])
+
+    def instance_alive(self, row: dict[str, Any]) -> bool:
+        if row.get("stopped_at"):
+            return False
+        if row["heartbeat_at"] < now_iso(-STALE_AFTER_S):
+            return False
+        if row["machine"] == socket.gethostname():
+            try:
+                os.kill(row["pid"], 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+        return True
+
+    @_mapped
+    def instance(self, instance_id: str) -> dict[str, Any] | None:
+        rows = list(self.db["instances"].rows_where("instance_id = ?", [instance_id]))
+        return rows[0] if rows else None
+
+    @_mapped
+    def interrupt_orphans(self) -> list[str]:
+        """Tasks left `working` by a dead instance become `interrupted`, saying when and why."""
+        done: list[str] = []
+        sql = "SELECT DISTINCT i.* FROM instances i JOIN tasks t ON t.instance_id = i.instance_id WHERE t.status = ?"
+        for inst in self.db.query(sql, [TaskStatus.WORKING.value]):
+            if self.instance_alive(inst):
+                continue
+            last_seen = inst.get("stopped_at") or inst["heartbeat_at"]
+            message = (f"emceepee stopped while this call was running (at {last_seen}, pid {inst['pid']}); "
+                       "the backend call was lost")  # fmt: skip
+            for row in self.db.query("SELECT task_id FROM tasks WHERE instance_id = ? AND status = ?",
+                                     [inst["instance_id"], TaskStatus.WORKING.value]):  # fmt: skip
+                if self.finish_task(row["task_id"], TaskStatus.INTERRUPTED, error=message):
+                    done.append(row["task_id"])
+        return done
+
+    # ---- tasks -------------------------------------------------------------------------
+
+    @_mapped
+    def insert_task(self, row: dict[str, Any]) -> None:
+        self.db["tasks"].insert({**row, "args": json.dumps(row.get("args"))})
+
+    @_mapped
+    def finish_task(self, task_id: str, status: TaskStatus, *, result: dict[str, Any] | None = None,
+                    error: str | None = None, message: str | None = None) -> bool:  # fmt: skip
+        """Move a working task to a final state; False if someone else finished it first."""
+        at = now_iso()
+        cursor = self.db.execute(
+            "UPDATE tasks SET status = ?, result = ?, error = ?, status_message = coalesce(?, status_message), "
+            "finished_at = ?, last_updated_at = ? WHERE task_id = ? AND status = ?",
+            [status.value, json.dumps(result) if result is not None else None, error, message, at, at, task_id,
+             TaskStatus.WORKING.value],
+        )  # fmt: skip
+        return cursor.rowcount == 1
+
+    @_mapped
+    def update_progress(self, task_id: str, progress: dict[str, Any], message: str | None) -> None:
+        self.db.execute(
+            "UPDATE tasks SET progress = ?, status_message = coalesce(?, status_message), last_updated_at = ? "
+            "WHERE task_id = ? AND status = ?",
+            [json.dumps(progress), message, now_iso(), task_id, TaskStatus.WORKING.value],
+        )
+
+    @_mapped
+    def request_cancel(self, task_id: str) -> bool:
+        cursor = self.db.execute("UPDATE tasks SET cancel_requested = 1, last_updated_at = ? WHERE task_id = ? AND status = ?",
+                                 [now_iso(), task_id, TaskStatus.WORKING.value])  # fmt: skip
+        return cursor.rowcount == 1
+
+    @_mapped
+    def cancel_requests(self, instance_id: str) -> list[str]:
+        sql = "SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND cancel_requested = 1"
+        return [r["task_id"] for r in self.db.query(sql, [instance_id, TaskStatus.WORKING.value])]
+
+    @_mapped
+    def task(self, task_id: str) -> dict[str, Any] | None:
+        rows = list(self.db["tasks"].rows_where("task_id = ?", [task_id]))
+        return rows[0] if rows else None
+
+    @_mapped
+    def tasks(self, *, server: str | None = None, status: str | None = None, include_finished: bool = False,
+              instance_id: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+        where, params = [], []
+        for column, value in (("server", server), ("status", status), ("instance_id", instance_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if status is None and not include_finished:
+            where.append("status = ?")
+            params.append(TaskStatus.WORKING.value)
+        return list(self.db["tasks"].rows_where(" AND ".join(where) or None, params, order_by="task_id"))
+
+    @_mapped
+    def task_ids(self) -> list[str]:
+        return [r["task_id"] for r in self.db.query("SELECT task_id FROM tasks")]
+
+    @_mapped
+    def purge_finished(self, retention_s: float) -> int:
+        cursor = self.db.execute("DELETE FROM tasks WHERE status != ? AND finished_at < ?",
+                                 [TaskStatus.WORKING.value, now_iso(-retention_s)])  # fmt: skip
+        self.db.execute("DELETE FROM events WHERE created_at < ?", [now_iso(-retention_s)])
+        return cursor.rowcount
+
+    # ---- events ------------------------------------------------------------------------
+
+    @_mapped
+    def add_event(self, event: dict[str, Any]) -> None:
+        self.db["events"].insert({**event, "data": json.dumps(event.get("data"))})
+
+    @_mapped
+    def set_cursor(self, session_id: str, event_id: str) -> None:
+        self.db["cursors"].upsert({"session_id": session_id, "last_event_id": event_id, "updated_at": now_iso()},
+                                  pk="session_id")  # fmt: skip
+
+
+class AsyncJournal:
+    """The journal for the event loop: every call runs on one worker thread, in order."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.sync = journal
+        self._limiter = anyio.CapacityLimiter(1)
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=self._limiter)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self.sync, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await self.run(method, *args, **kwargs)
+
+        return call

@@ -1,0 +1,47 @@
+"""The journal's schema, as numbered migrations applied on every open.
+
+A journal that has migrations this emceepee does not know was written by a newer version:
+`check_not_newer` refuses it rather than let an old process write rows it does not understand.
+"""
+
+from __future__ import annotations
+
+import sqlite_utils
+
+from emceepee_cli.errors import JournalError
+
+migrations = sqlite_utils.Migrations("emceepee")
+
+
+@migrations()
+def m001_initial(db: sqlite_utils.Database) -> None:
+    db["instances"].create(
+        {"instance_id": str, "pid": int, "machine": str, "started_at": str, "heartbeat_at": str,
+         "stopped_at": str, "host_name": str, "host_version": str},
+        pk="instance_id",
+    )  # fmt: skip
+    db["tasks"].create(
+        {"task_id": str, "instance_id": str, "server": str, "tool": str, "args": str, "status": str,
+         "status_message": str, "progress": str, "result": str, "error": str, "created_at": str,
+         "last_updated_at": str, "expires_at": str, "finished_at": str, "cancel_requested": int},
+        pk="task_id",
+        not_null={"instance_id", "server", "tool", "status", "created_at", "last_updated_at"},
+        defaults={"cancel_requested": 0},
+    )  # fmt: skip
+    db["tasks"].create_index(["status", "instance_id"])
+    db["events"].create(
+        {"event_id": str, "instance_id": str, "type": str, "server": str, "data": str, "created_at": str},
+        pk="event_id",
+    )
+    db["events"].create_index(["instance_id", "event_id"])
+    db["cursors"].create({"session_id": str, "last_event_id": str, "updated_at": str}, pk="session_id")
+
+
+def check_not_newer(db: sqlite_utils.Database, path: str) -> None:
+    known = {m.name for m in migrations.pending(sqlite_utils.Database(memory=True))}
+    unknown = {m.name for m in migrations.applied(db)} - known
+    if unknown:
+        raise JournalError(
+            f"The journal {path} was written by a newer emceepee (it has migrations {', '.join(sorted(unknown))}).",
+            hint="Upgrade emceepee, or use another journal with --db / EMCEEPEE_DB.",
+        )
