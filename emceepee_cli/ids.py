@@ -24,14 +24,14 @@ def new_id() -> str:
         return str(ULID.from_int(value))
 
 
-def resolve_prefix(prefix: str, candidates: Iterable[str], what: str) -> str:
+def resolve_prefix(prefix: str, candidates: Iterable[str], what: str, listing: str = "") -> str:
     """The one candidate starting with `prefix` (case-insensitive), or a clear error."""
     wanted = prefix.strip().upper()
     if not wanted:
         raise UsageError(f"Give a {what} id (or a unique prefix of one).")
     matches = sorted({c for c in candidates if c.upper().startswith(wanted)})
     if not matches:
-        raise NotFound(f"No {what} has an id starting with '{prefix}'.", hint="List them to see the ids.")
+        raise NotFound(f"No {what} has an id starting with '{prefix}'.", hint=listing or None)
     if len(matches) > 1:
         shown = ", ".join(matches[:5]) + (" …" if len(matches) > 5 else "")
         raise UsageError(f"'{prefix}' matches {len(matches)} {what}s: {shown}.", hint="Type more of the id.")

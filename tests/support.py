@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio.abc
 from mcp import Client
 
 from emceepee_cli.config import load_config
@@ -78,3 +80,56 @@ def texts(result: Any, with_envelope: bool = False) -> list[str]:
 
 def _is_envelope(text: str) -> bool:
     return any(text.startswith('{"' + key + '":') for key in ENVELOPE)
+
+
+def serve_command(config: Path) -> list[str]:
+    return [sys.executable, "-m", "emceepee_cli", "serve", "--config", str(config)]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class RawHost:
+    """A host speaking JSON-RPC lines over the serve process's pipes, so the test owns its pid."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        self.buffer = b""
+        self.next_id = 0
+
+    async def initialize(self) -> None:
+        await self.send("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                       "clientInfo": {"name": "test-host", "version": "0"}})  # fmt: skip
+        await self.send("notifications/initialized", notify=True)
+
+    async def tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Call a meta-tool; its structuredContent."""
+        result = await self.send("tools/call", {"name": name, "arguments": arguments})
+        return result.get("structuredContent") or {"content": result["content"], "is_error": result.get("isError", False)}
+
+    async def send(self, method: str, params: dict[str, Any] | None = None, notify: bool = False) -> Any:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        if not notify:
+            self.next_id += 1
+            message["id"] = self.next_id
+        assert self.process.stdin is not None
+        await self.process.stdin.send((json.dumps(message) + "\n").encode())
+        return None if notify else await self.reply(self.next_id)
+
+    async def reply(self, request_id: int) -> Any:
+        assert self.process.stdout is not None
+        while True:
+            while b"\n" not in self.buffer:
+                self.buffer += await self.process.stdout.receive()
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                return message["result"]
+
+
+

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from emceepee_cli import __version__, paths
-from emceepee_cli.cli import demo, render, servers
+from emceepee_cli.cli import demo, render, servers, tasks
 from emceepee_cli.cli.options import ConfigOpt, DbOpt
 from emceepee_cli.errors import EmceepeeError
 
@@ -19,6 +19,7 @@ app = typer.Typer(
     add_completion=True,
 )
 app.add_typer(servers.app, name="servers")
+app.add_typer(tasks.app, name="tasks")
 app.command("demo")(demo.demo)
 
 

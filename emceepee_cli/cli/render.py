@@ -30,8 +30,8 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], emp
         out.print(empty)
         return
     grid = Table(title=title, title_justify="left")
-    for column in columns:
-        grid.add_column(column)
+    for i, column in enumerate(columns):
+        grid.add_column(column, no_wrap=i == 0, overflow="fold")  # ids are never cut: people copy them
     for row in rows:
         grid.add_row(*("" if cell is None else str(cell) for cell in row))
     out.print(grid)

@@ -199,7 +199,8 @@ class Tasks:
     async def resolve(self, task_id: str) -> str:
         if len(task_id) == 26:
             return task_id.upper()
-        return resolve_prefix(task_id, await self.hub.journal.task_ids(), "task")
+        return resolve_prefix(task_id, await self.hub.journal.task_ids(), "task",
+                              "list_tasks(include_completed=true) shows the known tasks.")  # fmt: skip
 
     async def row(self, task_id: str) -> dict[str, Any]:
         row = await self.hub.journal.task(await self.resolve(task_id))

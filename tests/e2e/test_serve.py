@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -14,7 +13,7 @@ import anyio.abc
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.support import example_table, payload, texts, write_config
+from tests.support import RawHost, alive, example_table, payload, serve_command, texts, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -34,14 +33,6 @@ def serve_params(config: Path) -> StdioServerParameters:
         args=["-m", "emceepee_cli", "serve", "--config", str(config)],
         env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"]},
     )
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_a_host_reaches_every_backend_through_serve(config: Path) -> None:
@@ -66,43 +57,12 @@ async def test_a_host_reaches_every_backend_through_serve(config: Path) -> None:
     assert not any(alive(row["pid"]) for row in servers.values()), "a backend outlived serve (stdin closed)"
 
 
-class RawHost:
-    """A host speaking JSON-RPC lines over the serve process's pipes, so the test owns its pid."""
-
-    def __init__(self, process: anyio.abc.Process) -> None:
-        self.process = process
-        self.buffer = b""
-        self.next_id = 0
-
-    async def send(self, method: str, params: dict[str, Any] | None = None, notify: bool = False) -> Any:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
-        if not notify:
-            self.next_id += 1
-            message["id"] = self.next_id
-        assert self.process.stdin is not None
-        await self.process.stdin.send((json.dumps(message) + "\n").encode())
-        return None if notify else await self.reply(self.next_id)
-
-    async def reply(self, request_id: int) -> Any:
-        assert self.process.stdout is not None
-        while True:
-            while b"\n" not in self.buffer:
-                self.buffer += await self.process.stdout.receive()
-            line, self.buffer = self.buffer.split(b"\n", 1)
-            message = json.loads(line)
-            if message.get("id") == request_id:
-                return message["result"]
-
-
 async def test_sigterm_stops_serve_and_every_backend(config: Path) -> None:
-    command = [sys.executable, "-m", "emceepee_cli", "serve", "--config", str(config)]
-    process = await anyio.open_process(command, env={**os.environ})
+    process = await anyio.open_process(serve_command(config), env={**os.environ})
     try:
         host = RawHost(process)
         with anyio.fail_after(30):
-            await host.send("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                           "clientInfo": {"name": "test", "version": "0"}})  # fmt: skip
-            await host.send("notifications/initialized", notify=True)
+            await host.initialize()
             await host.send("tools/call", {"name": "list_tools", "arguments": {}})
             listing = await host.send("tools/call", {"name": "list_servers", "arguments": {}})
         pids = [row["pid"] for row in listing["structuredContent"]["servers"]]

@@ -1,0 +1,88 @@
+"""`emceepee tasks …`: the journal's tasks, from any terminal, whether or not `serve` runs."""
+
+from __future__ import annotations
+
+import json as jsonlib
+from typing import Annotated
+
+import typer
+
+from emceepee_cli.cli import render
+from emceepee_cli.cli.options import DbOpt, JsonOpt
+from emceepee_cli.core.tasks import outcome
+from emceepee_cli.errors import NotFound, UsageError
+from emceepee_cli.ids import resolve_prefix
+from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import TaskStatus, task_json
+
+app = typer.Typer(help="List, inspect and cancel tasks (tool calls that outlived their wait).", no_args_is_help=True)
+
+IdArg = Annotated[str, typer.Argument(help="A task id, or any unique prefix of one.")]
+
+
+def open_journal(db: object) -> Journal:
+    journal = Journal(db)  # type: ignore[arg-type]
+    journal.interrupt_orphans()  # a task whose process died says so here too
+    return journal
+
+
+def find(journal: Journal, task_id: str) -> dict[str, object]:
+    row = journal.task(resolve_prefix(task_id, journal.task_ids(), "task", "See them with: emceepee tasks list --all"))
+    if row is None:
+        raise NotFound(f"No task '{task_id}'.")
+    return row
+
+
+@app.command("list")
+def list_(
+    status: Annotated[str | None, typer.Option(help="Only tasks in this state.")] = None,
+    server: Annotated[str | None, typer.Option(help="Only tasks of this server.")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Include finished tasks.")] = False,
+    db: DbOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """List tasks (by default, those still working)."""
+    if status is not None and status not in TaskStatus.__members__.values():
+        raise UsageError(f"Unknown status '{status}'.", hint=f"Use one of: {', '.join(s.value for s in TaskStatus)}.")
+    rows = [task_json(r) for r in open_journal(db).tasks(server=server, status=status, include_finished=all_)]
+    if json:
+        render.as_json({"tasks": rows})
+        return
+    render.table("Tasks", ("id", "status", "server", "tool", "created", "detail"),
+                 ((t["task_id"], t["status"], t["server"], t["tool"], t["created_at"],
+                   t.get("error") or t.get("status_message") or "") for t in rows),
+                 empty="No tasks." + ("" if all_ else " (--all includes finished ones)"))  # fmt: skip
+
+
+@app.command("show")
+def show(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
+    """Show one task."""
+    task = task_json(find(open_journal(db), task_id))
+    if json:
+        render.as_json({"task": task})
+        return
+    for key, value in task.items():
+        render.line(f"{key:>16}: {value}")
+
+
+@app.command("result")
+def result(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
+    """Print a finished task's result (as the backend sent it)."""
+    out = outcome(find(open_journal(db), task_id))
+    if isinstance(out, dict):
+        raise UsageError(f"Task {out['task']['task_id']} is still working.", hint="Try again later.")
+    if json:
+        render.as_json(out.model_dump(by_alias=True, mode="json", exclude_none=True))
+        return
+    for block in out.content:
+        render.line(getattr(block, "text", None) or jsonlib.dumps(block.model_dump(mode="json", exclude_none=True)))
+
+
+@app.command("cancel")
+def cancel(task_id: IdArg, db: DbOpt = None) -> None:
+    """Ask the emceepee process that owns a working task to cancel its backend call."""
+    journal = open_journal(db)
+    row = find(journal, task_id)
+    if row["status"] != TaskStatus.WORKING or not journal.request_cancel(str(row["task_id"])):
+        raise UsageError(f"Task {row['task_id']} is already {journal.task(str(row['task_id']))['status']}.")  # type: ignore[index]
+    render.line(f"Asked the emceepee process that owns task {row['task_id']} to cancel it (it checks several times a second).")

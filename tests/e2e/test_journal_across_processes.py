@@ -1,0 +1,87 @@
+"""The journal outlives `serve`: kill -9 and restart, two hosts on one journal, the CLI's cancel."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.support import RawHost, example_table, payload, serve_command, texts, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def record(tmp_path: Path) -> Path:
+    return tmp_path / "backend.log"
+
+
+@pytest.fixture
+def config(tmp_path: Path, record: Path) -> Path:
+    return write_config(tmp_path / "config.toml", example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)}))
+
+
+def client_for(config: Path) -> Client:
+    params = StdioServerParameters(command=sys.executable, args=serve_command(config)[1:],
+                                   env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"]})  # fmt: skip
+    return Client(params, mode="legacy")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "emceepee_cli", *args], capture_output=True, text=True, timeout=60)
+
+
+async def test_after_kill_9_a_new_serve_reports_the_lost_task_and_keeps_finished_results(config: Path) -> None:
+    process = await anyio.open_process(serve_command(config), env={**os.environ})
+    try:
+        host = RawHost(process)
+        with anyio.fail_after(30):
+            await host.initialize()
+            done = await host.tool("execute_tool", {"server": "echo", "tool": "slow", "args": {"seconds": 0.3, "steps": 1}, "timeout_ms": 10})
+            await host.tool("get_task_result", {"task_id": done["proxy_task"]["task_id"]})
+            lost = await host.tool("execute_tool", {"server": "echo", "tool": "slow", "args": {"seconds": 60, "steps": 1}, "timeout_ms": 10})
+        process.kill()
+        with anyio.fail_after(10):
+            await process.wait()
+    finally:
+        await process.aclose()
+    async with client_for(config) as client:
+        with anyio.fail_after(30):
+            result = await client.call_tool("get_task_result", {"task_id": done["proxy_task"]["task_id"]})
+            task = payload(await client.call_tool("get_task", {"task_id": lost["proxy_task"]["task_id"]}))["task"]
+            interrupted = await client.call_tool("get_task_result", {"task_id": lost["proxy_task"]["task_id"]})
+    assert texts(result) == ["slept 0.3 s"]
+    assert task["status"] == "interrupted"
+    assert "emceepee stopped while this call was running" in task["error"] and "the backend call was lost" in task["error"]
+    assert interrupted.is_error and "interrupted" in texts(interrupted)[0]
+    shown = json.loads(cli("tasks", "show", lost["proxy_task"]["task_id"][:12], "--json").stdout)
+    assert shown == {"task": task}
+
+
+async def test_two_serves_share_a_journal_and_the_cli_cancel_reaches_the_owner(config: Path, record: Path) -> None:
+    async with client_for(config) as owner, client_for(config) as other:
+        with anyio.fail_after(30):
+            mine = payload(await owner.call_tool("execute_tool", {"server": "echo", "tool": "slow",
+                                                                  "args": {"seconds": 60, "steps": 1}, "timeout_ms": 10}))  # fmt: skip
+            theirs = payload(await other.call_tool("execute_tool", {"server": "echo", "tool": "slow",
+                                                                    "args": {"seconds": 60, "steps": 1}, "timeout_ms": 10}))  # fmt: skip
+            task_id = mine["proxy_task"]["task_id"]
+            listed = json.loads(cli("tasks", "list", "--json").stdout)
+            cancelled = cli("tasks", "cancel", task_id[:14])
+            # the owner notices the journal change within a second and cancels its backend call
+            result = await owner.call_tool("get_task_result", {"task_id": task_id, "timeout_ms": 5000})
+            still = payload(await other.call_tool("get_task", {"task_id": theirs["proxy_task"]["task_id"]}))["task"]
+            from_other = await other.call_tool("get_task_result", {"task_id": task_id})
+            await other.call_tool("cancel_task", {"task_id": theirs["proxy_task"]["task_id"]})
+    assert {t["task_id"] for t in listed["tasks"]} == {task_id, theirs["proxy_task"]["task_id"]}
+    assert listed["tasks"][0] == mine["proxy_task"] | {"last_updated_at": listed["tasks"][0]["last_updated_at"]}
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert result.is_error and "cancelled" in texts(result)[0]
+    assert still["status"] == "working"
+    assert from_other.is_error and "cancelled" in texts(from_other)[0]

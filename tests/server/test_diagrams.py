@@ -1,0 +1,33 @@
+"""emceepee://diagrams is generated from the state tables the code uses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from emceepee_cli.store.records import ELICITATION_TRANSITIONS, SAMPLING_TRANSITIONS, TASK_TRANSITIONS, TaskStatus
+from tests.support import emceepee, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_diagrams_resource_shows_every_state_and_transition(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.toml", "")
+    async with emceepee(config) as client:
+        with anyio.fail_after(10):
+            listed = await client.list_resources()
+            read = await client.read_resource("emceepee://diagrams")
+    assert [r.uri for r in listed.resources] == ["emceepee://diagrams"]
+    diagrams = {d["name"]: d for d in json.loads(read.contents[0].text)["diagrams"]}
+    assert set(diagrams) == {"task_states", "elicitation_states", "sampling_states", "tool_call_lifecycle", "entities"}
+    for name, table in (("task_states", TASK_TRANSITIONS), ("elicitation_states", ELICITATION_TRANSITIONS),
+                        ("sampling_states", SAMPLING_TRANSITIONS)):  # fmt: skip
+        mermaid = diagrams[name]["mermaid"]
+        assert mermaid.startswith("stateDiagram-v2")
+        for old, moves in table.items():
+            for new in moves:
+                assert f"{old.value} --> {new.value}" in mermaid
+    assert f"{TaskStatus.INTERRUPTED.value} --> [*]" in diagrams["task_states"]["mermaid"]
