@@ -63,6 +63,7 @@ def build_server(config: Config, log_dir: Path | None = None, on_closed: Callabl
             interrupted = await journal.interrupt_orphans()
             if interrupted:
                 log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
+            await journal.purge_finished(config.defaults.retention_s)
             try:
                 async with anyio.create_task_group() as tg:
                     hub = Hub(config, tg, journal, instance_id, log_dir)
