@@ -66,6 +66,7 @@ class BackendSink(Protocol):
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None: ...
     def log(self, server: str, level: str, message: str, source: str) -> None: ...
     def status_changed(self, backend: Backend, previous: Status) -> None: ...
+    async def question(self, backend: Backend, kind: str, params: Any) -> Any: ...
 
 
 @dataclass
@@ -142,6 +143,12 @@ class Backend:
     def stop(self) -> None:
         self._stop.set()
 
+    def _mark_lost(self) -> None:
+        """The connection is gone: new calls wait for the restart instead of finding no session."""
+        self._lost.set()
+        if self.status == Status.READY and not self._stop.is_set():
+            self._set_status(Status.RESTARTING)
+
     async def wait_for(self, done: Callable[[Status], bool], timeout_s: float) -> None:
         """Wait (bounded) until the status satisfies `done`."""
         with anyio.move_on_after(timeout_s):
@@ -174,6 +181,8 @@ class Backend:
                     write,
                     logging_callback=self._on_log,
                     message_handler=self._on_message,
+                    elicitation_callback=self._on_elicit,
+                    sampling_callback=self._on_sample,
                     client_info=types.Implementation(name="emceepee", version=__version__),
                 )
             )
@@ -187,6 +196,8 @@ class Backend:
                 ready_at.append(anyio.current_time())
                 self._set_status(Status.READY)
                 await first_of(self._stop, self._lost)
+                if self._lost.is_set():
+                    self._mark_lost()
                 tg.cancel_scope.cancel()
             self.session = None
         if self._lost.is_set() and self.process is not None:  # reaped by now: the exit code is known
@@ -234,6 +245,12 @@ class Backend:
     def _on_stderr(self, line: str) -> None:
         self.stderr_tail.append(line)
         self.sink.log(self.name, "stderr", line, "stderr")
+
+    async def _on_elicit(self, ctx: Any, params: types.ElicitRequestParams) -> Any:
+        return await self.sink.question(self, "elicitation", params)
+
+    async def _on_sample(self, ctx: Any, params: types.CreateMessageRequestParams) -> Any:
+        return await self.sink.question(self, "sampling", params)
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         data = params.data if isinstance(params.data, str) else repr(params.data)
@@ -286,7 +303,7 @@ class Backend:
             return await send(session)
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                self._lost.set()
+                self._mark_lost()
                 if self.process is not None:
                     with anyio.move_on_after(DEATH_REPORT_WAIT_S):
                         await self.process.exited.wait()

@@ -15,12 +15,15 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
+from mcp.server.session import ServerSession
 
 from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ServerSpec
 from emceepee_cli.core import schema
 from emceepee_cli.core.backend import Backend, Status
+from emceepee_cli.core import sagas
 from emceepee_cli.core.events import Events
+from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_reply
 from emceepee_cli.core.tasks import Relay, Tasks
 from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.store.journal import HEARTBEAT_S, AsyncJournal, now_iso
@@ -54,6 +57,9 @@ class Hub:
         self.logs: deque[dict[str, Any]] = deque(maxlen=LOGS_KEPT)
         self.events = Events(instance_id, self._persist)
         self.tasks = Tasks(self)
+        self.questions = Questions(self)
+        self.install_key = sagas.install_key()
+        self.upstream: ServerSession | None = None  # the host's session, for forwarding questions
         self._watcher = anyio.CancelScope()
         self.host_noted = False
 
@@ -82,10 +88,12 @@ class Hub:
                 await anyio.sleep(WATCH_INTERVAL_S)
                 now = anyio.current_time()
                 current = await self.journal.data_version()
-                if current != version:
+                if current != version:  # another process wrote: a CLI cancel or answer, perhaps
                     version = current
                     await self.tasks.cancel_requested()
+                    await self.questions.sync()
                 await self.tasks.expire_due()
+                await self.questions.expire_due()
                 if now - last_beat >= HEARTBEAT_S:
                     last_beat = now
                     await self.journal.heartbeat(self.instance_id)
@@ -114,6 +122,14 @@ class Hub:
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
         self.logs.append({"time": now_iso(), "server": server, "level": level, "source": source, "message": message})
+
+    async def question(self, backend: Backend, kind: str, params: Any) -> Any:
+        """A handshake-era backend asks mid-call: park (and maybe forward) it, return the answer."""
+        calls = self.tasks.in_flight(backend.name)
+        task_id, correlation = (calls[0].call_id, "sole") if len(calls) == 1 else (None, "server")
+        dumped = params.model_dump(mode="json", exclude_none=True)
+        question = await self.questions.ask(backend.name, kind, dumped, task_id=task_id, correlation=correlation)
+        return backend_reply(await self.questions.wait(question), kind)
 
     def status_changed(self, backend: Backend, previous: Status) -> None:
         detail = f": {backend.last_error}" if backend.last_error and backend.status != Status.READY else ""
@@ -228,11 +244,12 @@ class Hub:
     # ---- activity -------------------------------------------------------------------------
 
     def pending_client(self) -> dict[str, Any]:
-        """Category 4: questions from backends awaiting an answer (empty until any arrive)."""
-        return {}
+        """Category 4: questions from backends awaiting an answer (empty when there are none)."""
+        return self.questions.for_client()
 
     def pending_for_server(self, server: str) -> dict[str, Any]:
-        return {"elicitations_for_server": []}
+        return {"elicitations_for_server": self.questions.listed(ELICITATION, server),
+                "sampling_requests_for_server": self.questions.listed(SAMPLING, server)}  # fmt: skip
 
     async def await_activity(self, timeout_ms: int) -> dict[str, Any]:
         if self.events.waiting():

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
+from emceepee_cli.core import sagas
+from emceepee_cli.core.pending import already_answered, backend_reply
 from emceepee_cli.errors import BackendError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import new_id, resolve_prefix
 from emceepee_cli.store.journal import now_iso
@@ -72,6 +74,7 @@ class Call:
     created_at: str = field(default_factory=now_iso)
     started: float = field(default_factory=time.monotonic)
     done: anyio.Event = field(default_factory=anyio.Event)
+    wake: anyio.Event = field(default_factory=anyio.Event)  # replaced each time it fires: done, or a question
     inserted: anyio.Event = field(default_factory=anyio.Event)  # its task row exists
     settled: anyio.Event = field(default_factory=anyio.Event)  # its end is journaled (if promoted)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
@@ -91,6 +94,10 @@ class Call:
     @property
     def expired(self) -> bool:
         return time.monotonic() - self.started > self.ttl_s
+
+    def nudge(self) -> None:
+        fired, self.wake = self.wake, anyio.Event()
+        fired.set()
 
 
 class Tasks:
@@ -125,38 +132,106 @@ class Tasks:
         return await self._promote(call)
 
     async def wait(self, call: Call, timeout_s: float, relay: Relay | None) -> None:
-        """Wait (bounded) for the call to end, relaying its progress (or heartbeats) meanwhile."""
+        """Wait (bounded) until the call ends or is suspended on a question for the client.
+
+        Meanwhile its progress (or a heartbeat) is relayed to the host, if the host asked.
+        """
+        wake = call.wake
+        if call.done.is_set() or self.suspended(call):
+            return
         call.relay = relay
         try:
             with anyio.move_on_after(timeout_s):
+                if relay is None:
+                    await wake.wait()
+                    return
                 async with anyio.create_task_group() as tg:
-                    if relay is not None:
-                        tg.start_soon(relay.heartbeat, f"{call.server}.{call.tool}")
-                    await call.done.wait()
+                    tg.start_soon(relay.heartbeat, f"{call.server}.{call.tool}")
+                    await wake.wait()
                     tg.cancel_scope.cancel()
         finally:
             if call.relay is relay:
                 call.relay = None
 
-    async def _run(self, call: Call, backend: Backend) -> None:
+    def suspended(self, call: Call) -> bool:
+        return bool(self.hub.questions.listed(task_id=call.call_id))
+
+    def question_arrived(self, server: str, task_id: str | None) -> None:
+        """Wake whoever waits on the call(s) a new question may block, so the model hears of it now."""
+        for call in self.in_flight(server):
+            if task_id is None or call.call_id == task_id:
+                call.nudge()
+
+    def in_flight(self, server: str) -> list[Call]:
+        return [c for c in self.calls.values() if c.server == server and not c.done.is_set()]
+
+    async def _run(self, call: Call, backend: Backend, resume: Round | None = None) -> None:
         with call.scope:
             try:
-                call.result = await backend.request(
-                    f"tools/call '{call.tool}'",
-                    lambda s: s.call_tool(call.tool, call.args, progress_callback=lambda p, t, m: self._progress(call, p, t, m)),
-                )
+                call.result = await self._drive(call, backend, resume)
             except EmceepeeError as exc:
                 call.error = exc
         if call.scope.cancelled_caught and call.result is None and call.error is None:
             status = call.stop_as or TaskStatus.CANCELLED
             call.error = BackendError(f"The call to {call.server}.{call.tool} was {status.value}.")
         call.done.set()
+        call.nudge()
         with anyio.CancelScope(shield=True):
             if call.promoted:
                 await call.inserted.wait()
                 await self._finish(call)
         self.calls.pop(call.call_id, None)
         call.settled.set()
+
+    async def _drive(self, call: Call, backend: Backend, resume: Round | None) -> types.CallToolResult:
+        """Call the tool; for a 2026-07-28 backend, answer its input rounds until it returns a result."""
+        state, responses, round_ = None, None, 0
+        if resume is not None:  # adopted after a restart: its last round's answers first, then call again
+            state, round_ = resume.request_state, resume.number
+            responses = await self._collect(resume.asked)
+            await backend.wait_ready(self.hub.config.defaults.max_wait_ms / 1000)
+        while True:
+            result = await backend.request(f"tools/call '{call.tool}'", lambda s: s.call_tool(
+                call.tool, call.args, progress_callback=lambda p, t, m: self._progress(call, p, t, m),
+                input_responses=responses, request_state=state, allow_input_required=True))  # fmt: skip
+            if isinstance(result, types.CallToolResult):
+                return result
+            if not isinstance(result, types.InputRequiredResult):
+                raise BackendError(f"Backend '{call.server}' answered tools/call '{call.tool}' with an unknown result type.")
+            round_ += 1
+            state = result.request_state
+            if not result.input_requests:  # "poll again"
+                await anyio.sleep(min(0.05 * round_, 0.25))
+                responses = None
+                continue
+            responses = await self._answer_round(call, result.input_requests, state, round_)
+
+    async def _answer_round(self, call: Call, requests: dict[str, Any], state: str | None, round_: int) -> dict[str, Any]:
+        """Journal the round, park its questions (exactly correlated), and collect the answers."""
+        asked: dict[str, Any] = {}
+        responses: dict[str, Any] = {}
+        for key, request in requests.items():
+            kind = _KINDS.get(type(request))
+            if kind is None:  # roots: emceepee exposes none
+                responses[key] = types.ListRootsResult(roots=[])
+                continue
+            params = request.params.model_dump(mode="json", exclude_none=True)
+            asked[key] = await self.hub.questions.ask(call.server, kind, params, task_id=call.call_id,
+                                                      correlation="exact", input_key=key, round_=round_)  # fmt: skip
+        with anyio.CancelScope(shield=True):
+            await call.inserted.wait()  # the waiter promotes the call as soon as a question arrives
+            await self.hub.journal.set_round(call.call_id, state, round_)
+        return responses | await self._collect(asked)
+
+    async def _collect(self, asked: dict[str, Any]) -> dict[str, Any]:
+        responses: dict[str, Any] = {}
+        for key, question in asked.items():
+            row = await self.hub.questions.wait(question)
+            reply = backend_reply(row, row["kind"])
+            if isinstance(reply, types.ErrorData):
+                raise BackendError(f"The question {row['request_id']} for this call was {row['status']}: {row.get('error')}")
+            responses[key] = reply
+        return responses
 
     async def _finish(self, call: Call) -> None:
         if call.result is not None:
@@ -192,7 +267,16 @@ class Tasks:
             await self.hub.journal.insert_task(row)
             call.inserted.set()
         self.hub.events.emit("task_created", call.server, {"task_id": call.call_id, "tool": call.tool})
-        return {"proxy_task": await self.get_json(call.call_id), "pending_on_server": await self.pending_on_server(call.server)}
+        return {"proxy_task": await self.get_json(call.call_id), "pending_on_server": await self.pending_on_server(call.server),
+                **self.saga(call.call_id)}  # fmt: skip
+
+    def saga(self, task_id: str) -> dict[str, Any]:
+        """A task blocked on questions, as a saga the model can resume; empty when it is not."""
+        steps = [{"type": q["kind"], "step_id": q["request_id"], "params": q} for q in self.hub.questions.listed(task_id=task_id)]
+        if not steps:
+            return {}
+        token = sagas.sign(self.hub.install_key, task_id, [step["step_id"] for step in steps])
+        return {"saga": {"state": "suspended", "saga_token": token, "steps": steps}}
 
     # ---- the task tools ------------------------------------------------------------------
 
@@ -229,7 +313,23 @@ class Tasks:
                 with anyio.CancelScope(shield=True):
                     await call.settled.wait()
             row = await self.row(row["task_id"])
-        return outcome(row)
+        out = outcome(row)
+        return {**out, **self.saga(row["task_id"])} if isinstance(out, dict) else out
+
+    async def resume(self, token: str, steps: list[dict[str, Any]], relay: Relay | None) -> types.CallToolResult | dict[str, Any]:
+        """Answer a suspended saga's steps, then wait (bounded) for its next suspension or its result."""
+        claims = sagas.verify(self.hub.install_key, token)
+        for step in steps:
+            if step["step_id"] not in claims["s"]:
+                raise UsageError(f"Step {step['step_id']} is not one of this saga's steps ({', '.join(claims['s'])}).")
+        for step in steps:
+            row = await self.hub.questions.resolve(step["step_id"])
+            if "error" in step and "result" not in step:
+                if not await self.hub.questions.settle(row["request_id"], "rejected", error=str(step["error"]), by="model"):
+                    raise already_answered(row)
+            else:
+                await self.hub.questions.answer(row["request_id"], step_answer(row["kind"], step.get("result")), by="model")
+        return await self.result(claims["t"], None, relay)
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
         row = await self.row(task_id)
@@ -257,6 +357,34 @@ class Tasks:
         for call in [c for c in self.calls.values() if c.expired and not c.done.is_set()]:
             await self.stop(call, TaskStatus.EXPIRED)
 
+    async def adopt(self, task_ids: list[str]) -> None:
+        """Re-drive the suspended 2026-07-28 calls a dead emceepee left: answer their rounds, call again."""
+        for task_id in task_ids:
+            row = await self.hub.journal.task(task_id)
+            if row is None:
+                continue
+            call = Call(row["server"], row["tool"], json.loads(row["args"] or "null"), ttl_s=self.hub.config.defaults.task_ttl_max_ms / 1000,
+                        call_id=task_id, created_at=row["created_at"], promoted=True)  # fmt: skip
+            call.inserted.set()
+            self.calls[task_id] = call
+            self.hub.task_group.start_soon(self._redrive, call, row, name=f"redrive {task_id}")
+
+    async def _redrive(self, call: Call, row: dict[str, Any]) -> None:
+        round_ = int(row["round"] or 0)
+        current = [r for r in await self.hub.journal.pending_rows(status=None, task_id=call.call_id) if r["round"] == round_]
+        asked = {str(r["input_key"]): self.hub.questions.adopt(r) for r in current}
+        backend = self.hub.backends.get(call.server)
+        if backend is None:
+            call.error = BackendError(f"Server '{call.server}' is no longer configured; task {call.call_id} cannot resume.")
+            call.stop_as = TaskStatus.FAILED
+            call.done.set()
+            with anyio.CancelScope(shield=True):
+                await self._finish(call)
+            self.calls.pop(call.call_id, None)
+            call.settled.set()
+            return
+        await self._run(call, backend, Round(row["request_state"], asked, round_))
+
     async def cancel_requested(self) -> None:
         for task_id in await self.hub.journal.cancel_requests(self.hub.instance_id):
             call = self.calls.get(task_id)
@@ -283,6 +411,37 @@ def outcome(row: dict[str, Any]) -> types.CallToolResult | dict[str, Any]:
         raise TaskEnded(f"Task {row['task_id']} ({row['server']}.{row['tool']}) {status.value}: {row.get('error') or 'no reason recorded'}",
                         hint=_ENDED_HINT[status])  # fmt: skip
     return {"task": task_json(row)}
+
+
+@dataclass(frozen=True)
+class Round:
+    """Where a 2026-07-28 call stands: the backend's state and the questions of its last round."""
+
+    request_state: str | None
+    asked: dict[str, Any]  # input key -> Question, still to be answered (or already answered)
+    number: int
+
+
+_KINDS: dict[type, str] = {types.ElicitRequest: "elicitation", types.CreateMessageRequest: "sampling"}
+
+
+def step_answer(kind: str, result: Any) -> dict[str, Any]:
+    """A saga step's `result` as an answer: content alone means accept; text alone is a completion."""
+    if kind == "sampling":
+        if isinstance(result, dict) and "role" in result:
+            return result
+        content = result.get("content") if isinstance(result, dict) else result
+        return sampling_answer(str(content if content is not None else ""), None, None)
+    if isinstance(result, dict) and "action" in result:
+        return result
+    return {"action": "accept", "content": result or {}}
+
+
+def sampling_answer(text: str, model: str | None, stop_reason: str | None) -> dict[str, Any]:
+    answer: dict[str, Any] = {"role": "assistant", "content": {"type": "text", "text": text}, "model": model or "unknown"}
+    if stop_reason:
+        answer["stop_reason"] = stop_reason
+    return answer
 
 
 class TaskEnded(EmceepeeError):

@@ -65,9 +65,11 @@ def build_server(config: Config, log_dir: Path | None = None, on_closed: Callabl
                 log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
             await journal.purge_finished(config.defaults.retention_s)
             try:
+                adopted = await journal.adopt_orphans(instance_id)
                 async with anyio.create_task_group() as tg:
                     hub = Hub(config, tg, journal, instance_id, log_dir)
                     hub.start_all()
+                    await hub.tasks.adopt(adopted)
                     try:
                         yield hub
                     finally:
@@ -145,10 +147,11 @@ async def _dispatch(ctx: ServerRequestContext[Hub], hub: Hub, params: types.Call
 
 
 def _note_host(ctx: ServerRequestContext[Hub], hub: Hub) -> None:
-    """Record which host this process serves, once (the CLI shows it)."""
+    """Keep the host's session (to forward questions) and record which host this is, once."""
     if hub.host_noted or ctx.session.client_params is None:
         return
     hub.host_noted = True
+    hub.upstream = ctx.session
     info = ctx.session.client_params.client_info
     hub.task_group.start_soon(hub.journal.set_host, hub.instance_id, info.name, info.version)
 

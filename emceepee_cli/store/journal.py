@@ -25,7 +25,7 @@ import sqlite_utils
 from emceepee_cli import paths
 from emceepee_cli.errors import JournalError
 from emceepee_cli.store.migrations import check_not_newer, migrations
-from emceepee_cli.store.records import TaskStatus
+from emceepee_cli.store.records import ElicitationStatus, TaskStatus
 
 BUSY_TIMEOUT_MS = 5000
 HEARTBEAT_S = 5.0
@@ -124,22 +124,48 @@ class Journal:
         rows = list(self.db["instances"].rows_where("instance_id = ?", [instance_id]))
         return rows[0] if rows else None
 
+    def dead_instances(self) -> list[dict[str, Any]]:
+        sql = ("SELECT DISTINCT i.* FROM instances i WHERE i.instance_id IN "
+               "(SELECT instance_id FROM tasks WHERE status = ? UNION SELECT instance_id FROM pending WHERE status = ?)")  # fmt: skip
+        rows = self.db.query(sql, [TaskStatus.WORKING.value, ElicitationStatus.PENDING.value])
+        return [inst for inst in rows if not self.instance_alive(inst)]
+
     @_mapped
     def interrupt_orphans(self) -> list[str]:
-        """Tasks left `working` by a dead instance become `interrupted`, saying when and why."""
+        """What a dead instance left running: its calls become `interrupted` and its questions `rejected`.
+
+        A 2026-07-28 call suspended on input is kept (its `request_state` is journaled): the next
+        `serve` adopts it and re-drives it once its questions are answered.
+        """
         done: list[str] = []
-        sql = "SELECT DISTINCT i.* FROM instances i JOIN tasks t ON t.instance_id = i.instance_id WHERE t.status = ?"
-        for inst in self.db.query(sql, [TaskStatus.WORKING.value]):
-            if self.instance_alive(inst):
-                continue
+        for inst in self.dead_instances():
             last_seen = inst.get("stopped_at") or inst["heartbeat_at"]
-            message = (f"emceepee stopped while this call was running (at {last_seen}, pid {inst['pid']}); "
-                       "the backend call was lost")  # fmt: skip
-            for row in self.db.query("SELECT task_id FROM tasks WHERE instance_id = ? AND status = ?",
-                                     [inst["instance_id"], TaskStatus.WORKING.value]):  # fmt: skip
-                if self.finish_task(row["task_id"], TaskStatus.INTERRUPTED, error=message):
+            gone = f"emceepee stopped while this call was running (at {last_seen}, pid {inst['pid']})"
+            params = [inst["instance_id"], TaskStatus.WORKING.value]
+            for row in self.db.query("SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND request_state IS NULL", params):
+                if self.finish_task(row["task_id"], TaskStatus.INTERRUPTED, error=f"{gone}; the backend call was lost"):
                     done.append(row["task_id"])
+            self.db.execute(
+                "UPDATE pending SET status = ?, error = ?, answered_at = ? WHERE instance_id = ? AND status = ? AND "
+                "(task_id IS NULL OR task_id NOT IN (SELECT task_id FROM tasks WHERE request_state IS NOT NULL AND status = ?))",
+                [ElicitationStatus.REJECTED.value, f"{gone}; the backend is no longer waiting for this answer", now_iso(),
+                 inst["instance_id"], ElicitationStatus.PENDING.value, TaskStatus.WORKING.value],
+            )  # fmt: skip
         return done
+
+    @_mapped
+    def adopt_orphans(self, instance_id: str) -> list[str]:
+        """Take over the suspended 2026-07-28 calls (and their questions) of dead instances."""
+        adopted: list[str] = []
+        for inst in self.dead_instances():
+            rows = self.db.query("SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND request_state IS NOT NULL",
+                                 [inst["instance_id"], TaskStatus.WORKING.value])  # fmt: skip
+            for row in rows:
+                self.db.execute("UPDATE tasks SET instance_id = ?, last_updated_at = ? WHERE task_id = ?", [instance_id, now_iso(), row["task_id"]])
+                self.db.execute("UPDATE pending SET instance_id = ? WHERE task_id = ? AND status = ?",
+                                [instance_id, row["task_id"], ElicitationStatus.PENDING.value])  # fmt: skip
+                adopted.append(row["task_id"])
+        return adopted
 
     # ---- tasks -------------------------------------------------------------------------
 
@@ -207,6 +233,56 @@ class Journal:
                                  [TaskStatus.WORKING.value, now_iso(-retention_s)])  # fmt: skip
         self.db.execute("DELETE FROM events WHERE created_at < ?", [now_iso(-retention_s)])
         return cursor.rowcount
+
+    @_mapped
+    def set_round(self, task_id: str, request_state: str | None, round_: int) -> None:
+        self.db.execute("UPDATE tasks SET request_state = ?, round = ?, last_updated_at = ? WHERE task_id = ?",
+                        [request_state, round_, now_iso(), task_id])  # fmt: skip
+
+    # ---- pending questions ---------------------------------------------------------------
+
+    @_mapped
+    def insert_pending(self, row: dict[str, Any]) -> None:
+        self.db["pending"].insert({**row, "params": json.dumps(row["params"])})
+
+    @_mapped
+    def settle_pending(self, request_id: str, status: str, *, answer: dict[str, Any] | None = None,
+                       by: str | None = None, error: str | None = None) -> bool:  # fmt: skip
+        """Answer (or end) a pending question; False if it was no longer pending — first writer wins."""
+        cursor = self.db.execute(
+            "UPDATE pending SET status = ?, answer = ?, answered_by = ?, error = ?, answered_at = ? "
+            "WHERE request_id = ? AND status = ?",
+            [status, json.dumps(answer) if answer is not None else None, by, error, now_iso(), request_id,
+             ElicitationStatus.PENDING.value],
+        )  # fmt: skip
+        return cursor.rowcount == 1
+
+    @_mapped
+    def set_forwarded(self, request_id: str, forwarded: bool) -> None:
+        self.db.execute("UPDATE pending SET forwarded = ? WHERE request_id = ?", [int(forwarded), request_id])
+
+    @_mapped
+    def pending_row(self, request_id: str) -> dict[str, Any] | None:
+        rows = list(self.db["pending"].rows_where("request_id = ?", [request_id]))
+        return rows[0] if rows else None
+
+    @_mapped
+    def pending_rows(self, *, status: str | None = "pending", instance_id: str | None = None, server: str | None = None,
+                     kind: str | None = None, task_id: str | None = None, since: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+        where, params = [], []
+        for column, value in (("status", status), ("instance_id", instance_id), ("server", server), ("kind", kind),
+                              ("task_id", task_id)):  # fmt: skip
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if since is not None:
+            where.append("answered_at >= ?")
+            params.append(since)
+        return list(self.db["pending"].rows_where(" AND ".join(where) or None, params, order_by="request_id"))
+
+    @_mapped
+    def pending_ids(self) -> list[str]:
+        return [r["request_id"] for r in self.db.query("SELECT request_id FROM pending")]
 
     # ---- events ------------------------------------------------------------------------
 

@@ -37,6 +37,23 @@ def m001_initial(db: sqlite_utils.Database) -> None:
     db["cursors"].create({"session_id": str, "last_event_id": str, "updated_at": str}, pk="session_id")
 
 
+@migrations()
+def m002_pending_and_rounds(db: sqlite_utils.Database) -> None:
+    db["pending"].create(
+        {"request_id": str, "instance_id": str, "server": str, "kind": str, "params": str, "status": str,
+         "task_id": str, "correlation": str, "input_key": str, "round": int, "forwarded": int,
+         "created_at": str, "expires_at": str, "answered_at": str, "answered_by": str, "answer": str, "error": str},
+        pk="request_id",
+        not_null={"instance_id", "server", "kind", "params", "status", "created_at", "expires_at"},
+        defaults={"round": 0, "forwarded": 0},
+    )  # fmt: skip
+    db["pending"].create_index(["status", "instance_id"])
+    db["pending"].create_index(["task_id", "round"])
+    # A 2026-07-28 call suspended on input: its state and round survive a restart (see core/tasks.py).
+    db["tasks"].add_column("request_state", str)
+    db["tasks"].add_column("round", int)
+
+
 def check_not_newer(db: sqlite_utils.Database, path: str) -> None:
     known = {m.name for m in migrations.pending(sqlite_utils.Database(memory=True))}
     unknown = {m.name for m in migrations.applied(db)} - known

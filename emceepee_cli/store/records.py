@@ -77,3 +77,24 @@ def task_json(row: dict[str, Any]) -> dict[str, Any]:
     if row.get("progress"):
         out["progress"] = json.loads(row["progress"])
     return out
+
+
+def question_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A pending question (elicitation or sampling) as every tool and CLI command shows it."""
+    params = json.loads(row["params"]) if isinstance(row["params"], str) else row["params"]
+    out: dict[str, Any] = {"request_id": row["request_id"], "server": row["server"], "kind": row["kind"]}
+    if row["kind"] == "elicitation":
+        out["message"] = params.get("message", "")
+        if params.get("mode") == "url":
+            out["url"] = params.get("url")
+        else:
+            out["requested_schema"] = params.get("requested_schema", {})
+    else:
+        out["params"] = params
+    if row.get("task_id"):
+        out["task_id"] = row["task_id"]
+    out.update({key: row[key] for key in ("correlation", "status", "created_at", "expires_at")})
+    for key in ("answered_by", "error"):
+        if row.get(key):
+            out[key] = row[key]
+    return out
