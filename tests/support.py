@@ -133,3 +133,13 @@ class RawHost:
 
 
 
+
+
+async def until_event(client: Client, wanted: str, task_id: str) -> dict[str, Any]:
+    """await_activity until the task's `wanted` status event arrives (the caller bounds the wait)."""
+    while True:
+        activity = payload(await client.call_tool("await_activity", {"timeout_ms": 5000}))
+        for event in activity["events"]:
+            if event["type"] == "task_status" and event["data"]["task_id"] == task_id:
+                assert event["data"]["status"] == wanted, event
+                return activity

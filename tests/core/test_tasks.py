@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from tests.support import emceepee, envelope, example_table, payload, texts, write_config
+from tests.support import emceepee, envelope, example_table, payload, texts, until_event, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -37,16 +37,6 @@ async def slow(client: Client, seconds: float, timeout_ms: int, server: str = "e
     result = await client.call_tool("execute_tool", {"server": server, "tool": "slow", "args": {"seconds": seconds, "steps": 1},
                                                      "timeout_ms": timeout_ms})  # fmt: skip
     return payload(result)
-
-
-async def until_event(client: Client, wanted: str, task_id: str) -> dict[str, Any]:
-    """await_activity until the task's `wanted` status event arrives (the caller bounds the wait)."""
-    while True:
-        activity = payload(await client.call_tool("await_activity", {"timeout_ms": 5000}))
-        for event in activity["events"]:
-            if event["type"] == "task_status" and event["data"]["task_id"] == task_id:
-                assert event["data"]["status"] == wanted, event
-                return activity
 
 
 async def test_a_slow_call_becomes_a_task_and_its_result_comes_later(config: Path) -> None:

@@ -85,3 +85,33 @@ async def test_two_serves_share_a_journal_and_the_cli_cancel_reaches_the_owner(c
     assert result.is_error and "cancelled" in texts(result)[0]
     assert still["status"] == "working"
     assert from_other.is_error and "cancelled" in texts(from_other)[0]
+
+
+async def test_a_modern_call_suspended_on_input_survives_kill_9_and_completes_after_restart(tmp_path: Path, record: Path) -> None:
+    config = write_config(tmp_path / "config.toml",
+                          example_table("modern", "modern.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)}, protocol="modern"))  # fmt: skip
+    process = await anyio.open_process(serve_command(config), env={**os.environ})
+    try:
+        host = RawHost(process)
+        with anyio.fail_after(30):
+            await host.initialize()
+            first = await host.tool("execute_tool", {"server": "modern", "tool": "book", "args": {"city": "Oslo"}})
+        process.kill()
+        with anyio.fail_after(10):
+            await process.wait()
+    finally:
+        await process.aclose()
+    task_id = first["proxy_task"]["task_id"]
+    [step] = first["saga"]["steps"]
+    async with client_for(config) as client:
+        with anyio.fail_after(30):
+            adopted = payload(await client.call_tool("get_task", {"task_id": task_id}))
+            await client.call_tool("respond_to_elicitation", {"request_id": step["step_id"], "action": "accept",
+                                                              "content": {"date": "2026-12-24"}})  # fmt: skip
+            second = payload(await client.call_tool("get_task_result", {"task_id": task_id}))
+            [hotel] = second["saga"]["steps"]
+            await client.call_tool("respond_to_sampling", {"request_id": hotel["step_id"], "content": "Hotel Bristol"})
+            done = await client.call_tool("get_task_result", {"task_id": task_id})
+    assert adopted["task"]["status"] == "working"
+    assert [s["step_id"] for s in adopted["saga"]["steps"]] == [step["step_id"]]
+    assert texts(done) == ["booked Hotel Bristol in Oslo on 2026-12-24"]
