@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from emceepee_cli import __version__, paths
-from emceepee_cli.cli import demo, render, servers, tasks
+from emceepee_cli.cli import demo, pending, render, servers, tasks
 from emceepee_cli.cli.options import ConfigOpt, DbOpt
 from emceepee_cli.errors import EmceepeeError
 
@@ -21,6 +21,8 @@ app = typer.Typer(
 app.add_typer(servers.app, name="servers")
 app.add_typer(tasks.app, name="tasks")
 app.command("demo")(demo.demo)
+app.command("pending")(pending.pending)
+app.command("answer")(pending.answer)
 
 
 def _version(value: bool) -> None:

@@ -41,6 +41,12 @@ def line(message: str = "", style: str | None = None) -> None:
     out.print(message, style=style, markup=False, highlight=False)
 
 
+def ask(prompt: str) -> str:
+    """One line typed at the terminal, after `prompt` (raises EOFError when input ends)."""
+    out.print(prompt, end="", markup=False, highlight=False)
+    return input()
+
+
 def warn(message: str) -> None:
     err.print(message, style="yellow", markup=False, highlight=False)
 

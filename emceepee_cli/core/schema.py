@@ -27,11 +27,26 @@ def _compiled(schema_json: str) -> jsonschema.protocols.Validator | None:
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
+_by_identity: dict[int, tuple[Mapping[str, Any], jsonschema.protocols.Validator | None]] = {}
+
+
+def _validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator | None:
+    """The compiled validator; the same schema object (a listed tool's) skips even the JSON key."""
+    hit = _by_identity.get(id(schema))
+    if hit is not None and hit[0] is schema:  # holding the schema keeps its id from being reused
+        return hit[1]
+    validator = _compiled(json.dumps(schema, sort_keys=True, default=str))
+    if len(_by_identity) >= 4096:
+        _by_identity.clear()
+    _by_identity[id(schema)] = (schema, validator)
+    return validator
+
+
 def problems(instance: Any, schema: Mapping[str, Any] | None, root: str = "args") -> list[str]:
     """Each way `instance` fails `schema`, as `path: reason` lines; empty when valid."""
     if not schema:
         return []
-    validator = _compiled(json.dumps(schema, sort_keys=True, default=str))
+    validator = _validator(schema)
     if validator is None:
         return []
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))

@@ -210,3 +210,32 @@ async def test_a_tampered_or_foreign_saga_token_is_refused(config: Path) -> None
         assert refused.is_error and "not issued by this emceepee, or was altered" in texts(refused)[0]
     assert other_step.is_error and "not one of this saga's steps" in texts(other_step)[0]
     assert [q["request_id"] for q in still] == [step]  # nothing was answered
+
+
+async def test_the_park_policy_keeps_a_question_from_a_host_that_could_answer(tmp_path: Path, record: Path) -> None:
+    config = make_config(tmp_path, record, '[defaults]\nelicitation = "park"\n')
+    asked: list[str] = []
+
+    async def host_form(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Host"})
+
+    async with Client(build_server(load_config(config)), mode="legacy", elicitation_callback=host_form) as client:
+        with anyio.fail_after(20):
+            promoted = await ask(client)
+            step = promoted["saga"]["steps"][0]["step_id"]
+            await client.call_tool("respond_to_elicitation", {"request_id": step, "action": "accept", "content": {"name": "Model"}})
+            result = await client.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]})
+    assert asked == []
+    assert texts(result) == ["hello Model"]
+
+
+async def test_a_url_elicitation_shows_its_url_and_is_accepted_without_content(config: Path) -> None:
+    async with emceepee(config) as client:
+        with anyio.fail_after(20):
+            promoted = payload(await client.call_tool("execute_tool", {"server": "elicit", "tool": "ask_url", "args": {}, "timeout_ms": 30_000}))
+            [question] = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
+            await client.call_tool("respond_to_elicitation", {"request_id": question["request_id"], "action": "accept"})
+            result = await client.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]})
+    assert question["url"] == "https://example.com/authorize?x=1" and "requested_schema" not in question
+    assert texts(result) == ["accept"]
