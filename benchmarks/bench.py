@@ -8,7 +8,9 @@ server (a throwaway EMCEEPEE_HOME, so nothing of yours is read or written). It m
 
 1. per-call latency of echo's `echo` tool, direct vs through `execute_tool` (calls interleaved);
 2. wall time of 50 concurrent `slow(0.05 s)` calls, against the ideal 50 ms;
-3. how soon `await_activity` returns after a promoted task finishes.
+3. how soon `await_activity` returns after a promoted task finishes;
+4. how soon a backend receives an answer written to the journal the way `emceepee answer` writes
+   it (the CLI's process start excluded), with the example backend `elicit.py` asking.
 
 This is not a test: it prints figures and one "ok"/"MISSED" line per target, and always exits 0
 (unless something breaks outright).
@@ -37,6 +39,7 @@ from mcp.client.stdio import stdio_client
 
 ROOT = Path(__file__).resolve().parents[1]
 ECHO = ROOT / "examples" / "servers" / "echo.py"
+ELICIT = ROOT / "examples" / "servers" / "elicit.py"
 
 STARTUP_S = 30.0  # connect + the backend becoming ready
 CALL_S = 10.0  # any single call (or one round of concurrent calls)
@@ -51,6 +54,8 @@ WAKE_SLOW_S = 0.2
 TARGET_OVERHEAD = 1.3  # emceepee/direct, median per-call latency
 TARGET_CONCURRENCY = 1.2  # emceepee wall time / ideal
 TARGET_WAKE_MS = 5.0  # await_activity return after the task's end
+ANSWER_REPS = 20
+TARGET_ANSWER_MS = 200.0  # journal answer -> the backend has it, median
 
 Call = Callable[[], Awaitable[Any]]
 
@@ -91,8 +96,11 @@ def structured(result: Any) -> dict[str, Any]:
 
 def write_config(home: Path) -> Path:
     config = home / "config.toml"
+    log = json.dumps(str(home / "elicit.log"))
     config.write_text(
-        f"[servers.echo]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(ECHO))}]\n"
+        f"[servers.echo]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(ECHO))}]\n\n"
+        f"[servers.elicit]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(ELICIT))}]\n"
+        f"env = {{ EMCEEPEE_EXAMPLE_LOG = {log} }}\n"
     )
     return config
 
@@ -222,12 +230,37 @@ async def wake(mux: Client, slow_overhead: float) -> dict[str, Any]:
 # --------------------------------------------------------------------------- report
 
 
+async def answer_latency(mux: Client, home: Path) -> list[float]:
+    """Seconds from the journal write `emceepee answer` makes to the backend logging the answer."""
+    from emceepee_cli.store.journal import Journal
+
+    journal = Journal(home / "data" / "journal.db")
+    log = home / "elicit.log"
+    answer = {"action": "accept", "content": {"name": "bench"}}
+    out: list[float] = []
+    for _ in range(ANSWER_REPS):
+        with anyio.fail_after(CALL_S):
+            promoted = structured(await mux.call_tool("execute_tool", {"server": "elicit", "tool": "ask", "args": {},
+                                                                       "timeout_ms": 10_000}))  # fmt: skip
+            request_id = promoted["saga"]["steps"][0]["step_id"]
+            size = log.stat().st_size if log.exists() else 0
+            started = time.perf_counter()
+            await anyio.to_thread.run_sync(lambda: journal.settle_pending(request_id, "accepted", answer=answer, by="cli"))
+            while not log.exists() or log.stat().st_size == size:
+                await anyio.sleep(0.0005)  # polling the backend's log file is the measurement itself
+            out.append(time.perf_counter() - started)
+            await mux.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]})
+            await mux.call_tool("await_activity", {"timeout_ms": 0})
+    journal.close()
+    return out
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:8.2f}"
 
 
 def report(
-    calls: int, pc: dict[str, Any], cc: dict[str, Any], wk: dict[str, Any], slow_overhead: float
+    calls: int, pc: dict[str, Any], cc: dict[str, Any], wk: dict[str, Any], slow_overhead: float, an: list[float]
 ) -> None:
     d, m = pc["direct"], pc["emceepee"]
     d50, d95, m50, m95 = statistics.median(d), pct(d, 95), statistics.median(m), pct(m, 95)
@@ -274,6 +307,10 @@ def report(
     for problem in sorted(set(wk["problems"])):
         print(f"   !! {wk['problems'].count(problem)}x {problem}")
     print(rule)
+    print(f"4. answer written to the journal -> the backend has it, {len(an)} reps (ms)")
+    print(f"   {'':42}{'median':>9}{'p95':>9}{'max':>9}")
+    print(f"   {'journal write -> backend logs the answer':42}{ms(statistics.median(an)):>9}{ms(pct(an, 95)):>9}{ms(max(an)):>9}")
+    print(rule)
     wake_ms = statistics.median(be) * 1000 if be else math.inf
     targets = [
         ("per-call overhead", f"median ratio {m50 / d50:.2f}x (p95 {m95 / d95:.2f}x), target <= {TARGET_OVERHEAD}x",
@@ -282,6 +319,8 @@ def report(
          cm / ideal <= TARGET_CONCURRENCY),
         ("await_activity wake", f"median {wake_ms:.2f} ms (p95 {pct(be, 95) * 1000 if be else math.inf:.2f} ms), target <= {TARGET_WAKE_MS:g} ms",
          wake_ms <= TARGET_WAKE_MS),
+        ("answer latency", f"median {statistics.median(an) * 1000:.1f} ms (p95 {pct(an, 95) * 1000:.1f} ms), target <= {TARGET_ANSWER_MS:g} ms",
+         statistics.median(an) * 1000 <= TARGET_ANSWER_MS),
     ]  # fmt: skip
     for name, detail, ok in targets:
         print(f"target {name:<20} {detail:<62} {verdict(ok)}")
@@ -297,12 +336,14 @@ async def measure(calls: int, home: Path, direct_err: TextIO, serve_err: TextIO)
             await warm_up(direct, mux)
             note(f"1/3 per-call latency ({calls} calls each side)")
             pc = await per_call(direct, mux, calls)
-            note("2/3 concurrency")
+            note("2/4 concurrency")
             cc = await concurrency(direct, mux)
-            note("3/3 await_activity wake")
+            note("3/4 await_activity wake")
             slow_overhead = await direct_slow_overhead(direct)
             wk = await wake(mux, slow_overhead)
-    report(calls, pc, cc, wk, slow_overhead)
+            note("4/4 answer latency")
+            an = await answer_latency(mux, home)
+    report(calls, pc, cc, wk, slow_overhead, an)
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this lon
 STOP_WAIT_S = 8.0  # transport shutdown is bounded at ~6 s; this covers it
 NOTIFICATIONS_KEPT = 1000
 LOGS_KEPT = 5000
-WATCH_INTERVAL_S = 0.2  # how soon a cancel written by the CLI reaches the call
+WATCH_INTERVAL_S = 0.1  # how soon a cancel or an answer written by the CLI is noticed
 PURGE_EVERY_S = 3600.0
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
