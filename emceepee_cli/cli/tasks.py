@@ -9,7 +9,7 @@ import typer
 
 from emceepee_cli.cli import render
 from emceepee_cli.cli.options import DbOpt, JsonOpt
-from emceepee_cli.core.tasks import outcome
+from emceepee_cli.core.calls import outcome
 from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.ids import resolve_prefix
 from emceepee_cli.store.journal import Journal

@@ -24,7 +24,8 @@ from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core import sagas
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_reply
-from emceepee_cli.core.tasks import Relay, Tasks
+from emceepee_cli.core.calls import Relay
+from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.store.journal import HEARTBEAT_S, AsyncJournal, now_iso
 from emceepee_cli.store.records import TaskStatus

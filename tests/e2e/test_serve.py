@@ -6,7 +6,6 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.abc

@@ -1,0 +1,137 @@
+"""One backend tool call in flight, and the shapes its end takes.
+
+`Call` is the in-memory side of a call (promoted to a task or not): its cancel scope, its
+wake-up event, its progress. `outcome` turns a journaled task into what the host receives.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from emceepee_cli.errors import EmceepeeError
+from emceepee_cli.ids import new_id
+from emceepee_cli.store.journal import now_iso
+from emceepee_cli.store.records import FINISHED_TASK, TaskStatus, task_json
+
+HEARTBEAT_S = 10.0  # while a host waits with a progressToken, it hears from us at least this often
+
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+class Relay:
+    """Progress for one waiting upstream request; values only ever increase, as MCP requires."""
+
+    def __init__(self, send: ProgressFn) -> None:
+        self._send = send
+        self.last = 0.0
+        self.sent_at = time.monotonic()
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self.last = max(progress, self.last + 1e-6)
+        self.sent_at = time.monotonic()
+        await self._send(self.last, total, message)
+
+    async def heartbeat(self, what: str) -> None:
+        started = time.monotonic()
+        while True:
+            await anyio.sleep(max(0.0, self.sent_at + HEARTBEAT_S - time.monotonic()))
+            if time.monotonic() - self.sent_at >= HEARTBEAT_S:
+                await self(self.last, None, f"still waiting for {what} ({time.monotonic() - started:.0f} s)")
+
+
+@dataclass(eq=False)
+class Call:
+    """One backend tool call in flight, promoted or not."""
+
+    server: str
+    tool: str
+    args: dict[str, Any] | None
+    ttl_s: float
+    call_id: str = field(default_factory=new_id)
+    created_at: str = field(default_factory=now_iso)
+    started: float = field(default_factory=time.monotonic)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    wake: anyio.Event = field(default_factory=anyio.Event)  # replaced each time it fires: done, or a question
+    inserted: anyio.Event = field(default_factory=anyio.Event)  # its task row exists
+    settled: anyio.Event = field(default_factory=anyio.Event)  # its end is journaled (if promoted)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    result: types.CallToolResult | None = None
+    error: EmceepeeError | None = None
+    promoted: bool = False
+    stop_as: TaskStatus | None = None  # why we cancelled it: cancelled or expired
+    relay: Relay | None = None
+    progress: dict[str, Any] | None = None
+    progress_written: float = 0.0
+    progress_announced: float = field(default_factory=time.monotonic)  # first summary after PROGRESS_EVENT_S
+
+    def __repr__(self) -> str:
+        state = "done" if self.done.is_set() else "running"
+        return f"<Call {self.call_id} {self.server}.{self.tool} {state} promoted={self.promoted}>"
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() - self.started > self.ttl_s
+
+    def nudge(self) -> None:
+        fired, self.wake = self.wake, anyio.Event()
+        fired.set()
+
+
+def outcome(row: dict[str, Any]) -> types.CallToolResult | dict[str, Any]:
+    """A finished task's result as the backend sent it; a failure as our error; else the task."""
+    status = TaskStatus(row["status"])
+    if status == TaskStatus.COMPLETED:
+        return types.CallToolResult.model_validate_json(row["result"])
+    if status in FINISHED_TASK:
+        raise TaskEnded(f"Task {row['task_id']} ({row['server']}.{row['tool']}) {status.value}: {row.get('error') or 'no reason recorded'}",
+                        hint=_ENDED_HINT[status])  # fmt: skip
+    return {"task": task_json(row)}
+
+
+@dataclass(frozen=True)
+class Round:
+    """Where a 2026-07-28 call stands: the backend's state and the questions of its last round."""
+
+    request_state: str | None
+    asked: dict[str, Any]  # input key -> Question, still to be answered (or already answered)
+    number: int
+
+
+KINDS: dict[type, str] = {types.ElicitRequest: "elicitation", types.CreateMessageRequest: "sampling"}
+
+
+def step_answer(kind: str, result: Any) -> dict[str, Any]:
+    """A saga step's `result` as an answer: content alone means accept; text alone is a completion."""
+    if kind == "sampling":
+        if isinstance(result, dict) and "role" in result:
+            return result
+        content = result.get("content") if isinstance(result, dict) else result
+        return sampling_answer(str(content if content is not None else ""), None, None)
+    if isinstance(result, dict) and "action" in result:
+        return result
+    return {"action": "accept", "content": result or {}}
+
+
+def sampling_answer(text: str, model: str | None, stop_reason: str | None) -> dict[str, Any]:
+    answer: dict[str, Any] = {"role": "assistant", "content": {"type": "text", "text": text}, "model": model or "unknown"}
+    if stop_reason:
+        answer["stop_reason"] = stop_reason
+    return answer
+
+
+class TaskEnded(EmceepeeError):
+    """The task ended without a result."""
+
+
+_ENDED_HINT = {
+    TaskStatus.FAILED: "Check list_servers and get_logs for the backend, then call the tool again.",
+    TaskStatus.CANCELLED: "It was cancelled on request; call the tool again if you still need it.",
+    TaskStatus.EXPIRED: "It ran past its TTL; call the tool again, or raise task_ttl_ms in the config.",
+    TaskStatus.INTERRUPTED: "Call the tool again; the result of the lost call is unknown.",
+}
