@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import select
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -143,3 +147,54 @@ async def until_event(client: Client, wanted: str, task_id: str) -> dict[str, An
             if event["type"] == "task_status" and event["data"]["task_id"] == task_id:
                 assert event["data"]["status"] == wanted, event
                 return activity
+
+
+DEADLINE_S = 20.0
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Terminal:
+    """The CLI on a pseudo-terminal: read what it shows, type answers; every read bounded by a deadline."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.master, slave = os.openpty()
+        self.process = subprocess.Popen([sys.executable, "-m", "emceepee_cli", *args], stdin=slave, stdout=slave,
+                                        stderr=slave, env=env, close_fds=True)  # fmt: skip
+        os.close(slave)
+        self.raw = b""
+        self.pos = 0
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub("", self.raw.decode(errors="replace")).replace("\r\n", "\n")
+
+    def _read(self, deadline: float) -> bool:
+        ready, _, _ = select.select([self.master], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            return False
+        try:
+            chunk = os.read(self.master, 4096)
+        except OSError:  # EIO: the process closed the terminal
+            chunk = b""
+        self.raw += chunk
+        return bool(chunk)
+
+    def expect(self, wanted: str) -> str:
+        """Wait for `wanted` after what was already expected; return the text shown up to it."""
+        deadline = time.monotonic() + DEADLINE_S
+        while (found := self.text.find(wanted, self.pos)) < 0:
+            if not self._read(deadline):
+                raise AssertionError(f"{wanted!r} never shown; the terminal shows:\n{self.text[self.pos :]}")
+        shown, self.pos = self.text[self.pos : found + len(wanted)], found + len(wanted)
+        return shown
+
+    def type(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def finish(self) -> int:
+        deadline = time.monotonic() + DEADLINE_S
+        while self._read(deadline):
+            pass
+        code = self.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        os.close(self.master)
+        return code

@@ -24,8 +24,8 @@ from emceepee_cli.cli import render
 from emceepee_cli.cli.options import DbOpt, JsonOpt
 from emceepee_cli.cli.tasks import open_journal
 from emceepee_cli.core import schema
+from emceepee_cli.core.calls import sampling_answer
 from emceepee_cli.core.pending import SAMPLING, already_answered, check_answer
-from emceepee_cli.core.tasks import sampling_answer
 from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.ids import resolve_prefix
 from emceepee_cli.store.journal import Journal
@@ -41,12 +41,17 @@ USAGE = {"form": "--json '{...}' (its content), --decline or --cancel",
 ANSWER_FLAGS = {"--json", "--decline", "--cancel", "--text"}
 
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="A pending question's id, or any unique prefix of one.",
-                                          show_default=False)]  # fmt: skip
+                                      show_default=False)]  # fmt: skip
 AnswerJsonOpt = Annotated[str | None, typer.Option(
-    "--json", help="""Accept with this content, e.g. '{"name": "Ada"}' ('{}' for a URL question).""", show_default=False)]
+    "--json", help="""Accept with this content, e.g. '{"name": "Ada"}' ('{}' for a URL question).""",
+    show_default=False)]  # fmt: skip
 DeclineOpt = Annotated[bool, typer.Option("--decline", help="Decline the question (elicitation).")]
-CancelOpt = Annotated[bool, typer.Option("--cancel", help="Dismiss the question without choosing (elicitation).")]
-TextOpt = Annotated[str | None, typer.Option("--text", help="The reply to a sampling request.", show_default=False)]
+CancelOpt = Annotated[
+    bool, typer.Option("--cancel", help="Dismiss the question without choosing (elicitation).")
+]
+TextOpt = Annotated[
+    str | None, typer.Option("--text", help="The reply to a sampling request.", show_default=False)
+]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="The model a sampling reply names (default: human).",
                                               show_default=False)]  # fmt: skip
 OpenOpt = Annotated[bool, typer.Option("--open", help="Open a URL question's address in the browser first.")]
@@ -115,7 +120,7 @@ def content_text(content: Any) -> str:
 
 
 def age(at: str, now: datetime | None = None) -> str:
-    seconds = max(0, int(((now or datetime.now(UTC)) - datetime.fromisoformat(at.replace("Z", "+00:00"))).total_seconds()))
+    seconds = max(0, int(((now or datetime.now(UTC)) - datetime.fromisoformat(at)).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit}"
@@ -125,7 +130,8 @@ def age(at: str, now: datetime | None = None) -> str:
 def show(row: dict[str, Any]) -> None:
     params = params_of(row)
     task = f", task {row['task_id']}" if row.get("task_id") else ""
-    render.line(f"Question {row['request_id']} ({row['kind']}) from {row['server']}{task}, asked {age(row['created_at'])} ago:")
+    asked = f"asked {age(row['created_at'])} ago"
+    render.line(f"Question {row['request_id']} ({row['kind']}) from {row['server']}{task}, {asked}:")
     if row["kind"] == SAMPLING:
         if params.get("system_prompt"):
             render.line(f"  system: {params['system_prompt']}")
@@ -189,7 +195,10 @@ class Given:
         kind, rid = shape(row), row["request_id"]
         if wrong := sorted(self.used - ALLOWED[kind]):
             what = {"form": "a form", "url": "a URL question", "sampling": "a sampling request"}[kind]
-            raise UsageError(f"{', '.join(wrong)} does not apply to {rid}: it is {what}.", hint=f"Answer it with {USAGE[kind]}.")
+            raise UsageError(
+                f"{', '.join(wrong)} does not apply to {rid}: it is {what}.",
+                hint=f"Answer it with {USAGE[kind]}.",
+            )
         if len(chosen := sorted(self.used & {"--json", "--decline", "--cancel"})) > 1:
             raise UsageError(f"Give only one of {', '.join(chosen)}.")
         if not self.used & ANSWER_FLAGS and not sys.stdin.isatty():
@@ -213,7 +222,7 @@ def build_reply(row: dict[str, Any], given: Given) -> dict[str, Any]:
             content = ask_done(row) if kind == "url" else ask_form(params.get("requested_schema") or {})
     except (EOFError, KeyboardInterrupt):
         render.line()
-        raise UsageError(f"Stopped before answering; question {row['request_id']} is still pending.") from None
+        raise UsageError(f"Stopped; question {row['request_id']} is still pending.") from None
     if kind == "url":
         if content:
             raise UsageError("A URL question takes no content.", hint="Say you are done with --json '{}'.")
@@ -225,9 +234,13 @@ def parse_content(text: str) -> dict[str, Any]:
     try:
         content = jsonlib.loads(text)
     except ValueError as exc:
-        raise UsageError(f"--json is not valid JSON: {exc}.", hint="""Give an object, e.g. --json '{"name": "Ada"}'.""") from exc
+        raise UsageError(
+            f"--json is not valid JSON: {exc}.", hint="""Give an object, e.g. --json '{"name": "Ada"}'."""
+        ) from exc
     if not isinstance(content, dict):
-        raise UsageError("--json must be a JSON object of the form's fields.", hint="""E.g. --json '{"name": "Ada"}'.""")
+        raise UsageError(
+            "--json must be a JSON object of the form's fields.", hint="""E.g. --json '{"name": "Ada"}'."""
+        )
     return content
 
 
@@ -311,7 +324,8 @@ def choices(prop: dict[str, Any]) -> list[tuple[Any, str]] | None:
 
 
 def pick(text: str, options: list[tuple[Any, str]]) -> Any:
-    for value, title in options:  # a typed value (or title) wins over a number, so enum ["2", "1"] still works
+    # A typed value (or title) wins over a number, so enum ["2", "1"] still means what is typed.
+    for value, title in options:
         if text == str(value) or text.casefold() == title.casefold():
             return value
     if text.isdigit() and 1 <= int(text) <= len(options):

@@ -74,8 +74,12 @@ class Tasks:
         Meanwhile its progress (or a heartbeat) is relayed to the host, if the host asked.
         """
         wake = call.wake
-        if call.done.is_set() or self.suspended(call):
+        if call.done.is_set():
             return
+        if self.suspended(call):
+            await self.hub.questions.sync()  # an answer another process wrote may not be noticed yet
+            if self.suspended(call):
+                return
         call.relay = relay
         try:
             with anyio.move_on_after(timeout_s):

@@ -1,0 +1,325 @@
+"""`emceepee pending` and `emceepee answer` on a real journal file, as real processes (and a real terminal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emceepee_cli.store.journal import Journal, now_iso
+from emceepee_cli.store.records import question_json
+from tests.support import Terminal
+
+INSTANCE = "01INSTANCE"
+FORM = "01FORM00000000000000000000"
+URL_Q = "01URL000000000000000000000"
+SAMPLE = "01SAMPLE000000000000000000"
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "title": "Your name"},
+                   "color": {"type": "string", "enum": ["r", "g"]}},
+    "required": ["name"],
+}  # fmt: skip
+URL_PARAMS = {"mode": "url", "message": "Sign in to the tracker", "url": "https://example.com/auth?x=1",
+              "elicitation_id": "e-1"}  # fmt: skip
+SAMPLING_PARAMS = {"messages": [{"role": "user", "content": {"type": "text", "text": "Name a colour"}}],
+                   "max_tokens": 100}  # fmt: skip
+
+
+def emceepee(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "emceepee_cli", *args], check=False, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+
+
+def ask(journal: Journal, request_id: str, params: dict[str, Any], *, kind: str = "elicitation",
+        instance: str = INSTANCE, task_id: str | None = None, age_s: float = 0.0) -> None:  # fmt: skip
+    journal.insert_pending({"request_id": request_id, "instance_id": instance, "server": "tracker", "kind": kind,
+                            "params": params, "status": "pending", "task_id": task_id, "correlation": "c-1",
+                            "created_at": now_iso(-age_s), "expires_at": now_iso(600)})  # fmt: skip
+
+
+def stored(journal: Journal, request_id: str) -> dict[str, Any]:
+    row = journal.pending_row(request_id)
+    assert row is not None
+    return row
+
+
+@pytest.fixture
+def journal() -> Journal:
+    journal = Journal()
+    journal.register_instance(INSTANCE)  # this test's own pid: the owner is alive
+    return journal
+
+
+@pytest.fixture
+def dead_owner(journal: Journal) -> dict[str, Any]:
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    assert finished.wait(timeout=30) == 0
+    row = {"instance_id": "01GONE", "pid": finished.pid, "machine": socket.gethostname(),
+           "started_at": now_iso(-600), "heartbeat_at": now_iso(-300)}  # fmt: skip
+    journal.db["instances"].insert(row)
+    return row
+
+
+def test_pending_json_lists_open_questions_as_the_meta_tools_show_them(journal: Journal) -> None:
+    ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA}, age_s=200)
+    ask(journal, URL_Q, URL_PARAMS, task_id="01TASK")
+    ask(journal, SAMPLE, SAMPLING_PARAMS, kind="sampling")
+    ask(journal, "01DONE00000000000000000000", {"message": "old", "requested_schema": SCHEMA})
+    journal.settle_pending("01DONE00000000000000000000", "declined", answer={"action": "decline"}, by="host")
+    listed = emceepee("pending", "--json")
+    table = emceepee("pending", env={**os.environ, "COLUMNS": "250"})  # wide enough that no cell wraps
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == {
+        "pending": [question_json(stored(journal, i)) for i in (FORM, SAMPLE, URL_Q)]
+    }
+    assert table.returncode == 0
+    for shown in (
+        FORM,
+        "Who files the bug?",
+        "3m",
+        "https://example.com/auth?x=1",
+        "01TASK",
+        "Name a colour",
+        "sampling",
+    ):
+        assert shown in table.stdout
+    assert "01DONE" not in table.stdout
+
+
+def test_answer_json_accepts_with_the_content_and_records_the_cli(journal: Journal) -> None:
+    ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
+    done = emceepee("answer", FORM, "--json", '{"name": "Ada", "color": "g"}')
+    row = stored(journal, FORM)
+    assert done.returncode == 0, done.stderr
+    assert "Who files the bug?" in done.stdout and "tracker" in done.stdout
+    assert f"Answered {FORM} (accepted)" in done.stdout and "within a moment" in done.stdout
+    assert (row["status"], row["answered_by"]) == ("accepted", "cli")
+    assert json.loads(row["answer"]) == {"action": "accept", "content": {"name": "Ada", "color": "g"}}
+
+
+def test_an_answer_that_breaks_the_schema_is_refused_naming_the_field(journal: Journal) -> None:
+    ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
+    wrong_type = emceepee("answer", FORM, "--json", '{"name": 3}')
+    not_enum = emceepee("answer", FORM, "--json", '{"name": "Ada", "color": "purple"}')
+    not_json = emceepee("answer", FORM, "--json", "{name: Ada}")
+    assert (
+        wrong_type.returncode == 2
+        and "content.name" in wrong_type.stderr
+        and "not of type 'string'" in wrong_type.stderr
+    )
+    assert not_enum.returncode == 2 and "content.color" in not_enum.stderr
+    assert not_json.returncode == 2 and "not valid JSON" in not_json.stderr
+    row = stored(journal, FORM)
+    assert (row["status"], row["answer"], row["answered_by"]) == ("pending", None, None)
+
+
+def test_decline_and_cancel_refuse_without_content(journal: Journal) -> None:
+    ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
+    ask(journal, URL_Q, URL_PARAMS)
+    declined = emceepee("answer", FORM, "--decline")
+    cancelled = emceepee("answer", URL_Q, "--cancel")
+    assert declined.returncode == 0 and cancelled.returncode == 0, (declined.stderr, cancelled.stderr)
+    assert json.loads(stored(journal, FORM)["answer"]) == {"action": "decline"}
+    assert stored(journal, FORM)["status"] == "declined"
+    assert json.loads(stored(journal, URL_Q)["answer"]) == {"action": "cancel"}
+    assert stored(journal, URL_Q)["status"] == "cancelled"
+
+
+def test_a_sampling_request_is_answered_with_text(journal: Journal) -> None:
+    ask(journal, SAMPLE, SAMPLING_PARAMS, kind="sampling")
+    ask(journal, "01SAMPLE2", SAMPLING_PARAMS, kind="sampling")
+    done = emceepee("answer", SAMPLE, "--text", "Teal")
+    named = emceepee("answer", "01SAMPLE2", "--text", "Red", "--model", "me-1")
+    assert done.returncode == 0 and named.returncode == 0, (done.stderr, named.stderr)
+    assert "user: Name a colour" in done.stdout and f"Answered {SAMPLE} (completed)" in done.stdout
+    assert stored(journal, SAMPLE)["status"] == "completed"
+    assert json.loads(stored(journal, SAMPLE)["answer"]) == {"role": "assistant", "model": "human",
+                                                             "content": {"type": "text", "text": "Teal"}}  # fmt: skip
+    assert json.loads(stored(journal, "01SAMPLE2")["answer"])["model"] == "me-1"
+
+
+def test_the_second_answer_says_who_answered_first_and_changes_nothing(journal: Journal) -> None:
+    ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
+    first = emceepee("answer", FORM, "--json", '{"name": "Ada"}')
+    second = emceepee("answer", FORM, "--decline")
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 2 and "already accepted by cli" in second.stderr
+    assert json.loads(stored(journal, FORM)["answer"]) == {"action": "accept", "content": {"name": "Ada"}}
+
+
+def test_without_a_terminal_or_with_the_wrong_flags_it_names_the_right_ones(journal: Journal) -> None:
+    ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
+    ask(journal, SAMPLE, SAMPLING_PARAMS, kind="sampling")
+    form = emceepee("answer", FORM)
+    sampling = emceepee("answer", SAMPLE)
+    misfit = emceepee("answer", FORM, "--text", "hi")
+    both = emceepee("answer", FORM, "--json", "{}", "--decline")
+    assert form.returncode == 2 and "no terminal" in form.stderr
+    assert all(flag in form.stderr for flag in ("--json", "--decline", "--cancel"))
+    assert sampling.returncode == 2 and "--text TEXT" in sampling.stderr
+    assert misfit.returncode == 2 and "--text does not apply" in misfit.stderr
+    assert both.returncode == 2 and "only one of --decline, --json" in both.stderr
+    assert stored(journal, FORM)["status"] == stored(journal, SAMPLE)["status"] == "pending"
+
+
+def test_a_question_whose_process_is_gone_is_not_answered(
+    journal: Journal, dead_owner: dict[str, Any]
+) -> None:
+    ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA}, instance="01GONE")
+    before = stored(journal, FORM)
+    refused = emceepee("answer", FORM, "--json", '{"name": "Ada"}')
+    assert refused.returncode == 2
+    assert (
+        "is gone" in refused.stderr
+        and f"pid {dead_owner['pid']}" in refused.stderr
+        and "last seen 5m ago" in refused.stderr
+    )
+    assert "Nothing was answered" in refused.stderr
+    assert stored(journal, FORM) == before
+
+
+def test_a_resumable_call_of_a_gone_process_is_answered_for_the_next_start(
+    journal: Journal, dead_owner: dict[str, Any]
+) -> None:
+    at = now_iso()
+    journal.insert_task({"task_id": "01TASK", "instance_id": "01GONE", "server": "tracker", "tool": "file_bug", "args": {},
+                         "status": "working", "created_at": at, "last_updated_at": at})  # fmt: skip
+    journal.set_round("01TASK", "opaque-state", 1)
+    ask(
+        journal,
+        FORM,
+        {"message": "Who files the bug?", "requested_schema": SCHEMA},
+        instance="01GONE",
+        task_id="01TASK",
+    )
+    done = emceepee("answer", FORM, "--json", '{"name": "Ada"}')
+    assert done.returncode == 0, done.stderr
+    assert "when emceepee next starts" in done.stdout
+    assert stored(journal, FORM)["status"] == "accepted"
+
+
+def test_a_unique_prefix_picks_the_question_and_an_ambiguous_one_is_refused(journal: Journal) -> None:
+    ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
+    ask(journal, "01FORX00000000000000000000", {"message": "Another", "requested_schema": SCHEMA})
+    ambiguous = emceepee("answer", "01FOR", "--decline")
+    done = emceepee("answer", "01form", "--decline")
+    assert ambiguous.returncode == 2 and "matches 2 questions" in ambiguous.stderr
+    assert done.returncode == 0, done.stderr
+    assert stored(journal, FORM)["status"] == "declined"
+    assert stored(journal, "01FORX00000000000000000000")["status"] == "pending"
+
+
+def fake_browser(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    opened = tmp_path / "opened.txt"
+    script = tmp_path / "browser"
+    script.write_text(f'#!/bin/sh\nprintf "%s" "$1" > "{opened}"\n')
+    script.chmod(0o755)
+    return {**os.environ, "BROWSER": str(script)}, opened
+
+
+def test_a_url_question_opens_the_url_and_is_accepted_without_content(
+    journal: Journal, tmp_path: Path
+) -> None:
+    ask(journal, URL_Q, URL_PARAMS)
+    env, opened = fake_browser(tmp_path)
+    with_content = emceepee("answer", URL_Q, "--json", '{"token": "x"}')
+    done = emceepee("answer", URL_Q, "--open", "--json", "{}", env=env)
+    assert with_content.returncode == 2 and "takes no content" in with_content.stderr
+    assert done.returncode == 0, done.stderr
+    assert "URL: https://example.com/auth?x=1" in done.stdout
+    assert opened.read_text() == "https://example.com/auth?x=1"
+    assert (stored(journal, URL_Q)["status"], json.loads(stored(journal, URL_Q)["answer"])) == (
+        "accepted",
+        {"action": "accept"},
+    )
+
+
+# ---- at a real terminal ----------------------------------------------------------------------------
+
+FULL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Your name", "description": "As it appears in the tracker"},
+        "age": {"type": "integer", "title": "Age", "default": 30},
+        "color": {
+            "type": "string",
+            "title": "Colour",
+            "enum": ["r", "g", "b"],
+            "enumNames": ["Red", "Green", "Blue"],
+        },
+        "size": {
+            "type": "string",
+            "title": "Size",
+            "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}],
+        },
+        "subscribe": {"type": "boolean", "title": "Subscribe"},
+        "nickname": {"type": "string", "title": "Nickname"},
+    },
+    "required": ["name", "color", "subscribe"],
+}
+
+
+def test_at_a_terminal_the_form_is_asked_field_by_field(journal: Journal) -> None:
+    ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": FULL_SCHEMA})
+    term = Terminal("answer", FORM[:8])
+    assert "Who files the bug?" in term.expect("Your name (required)")
+    assert "As it appears in the tracker" in term.expect("[text] > ")
+    term.type("")  # required: asked again
+    term.expect("This field is required.")
+    term.type("Ada")
+    term.expect("[a whole number, Enter = 30] > ")
+    term.type("")  # the default
+    shown = term.expect("[1-3] > ")
+    assert "Colour (required)" in shown and "1) Red (r)" in shown and "2) Green (g)" in shown
+    term.type("2")
+    assert "2) Large (l)" in term.expect("[1-2, Enter skips] > ")
+    term.type("Large")  # a title (or value) works as well as a number
+    assert "Subscribe (required)" in term.expect("[y/n] > ")
+    term.type("maybe")
+    term.expect("Answer y or n.")
+    term.type("y")
+    term.expect("Nickname")
+    term.expect("[text, Enter skips] > ")
+    term.type("")  # optional, no default: left out
+    term.expect(f"Answered {FORM} (accepted)")
+    assert term.finish() == 0
+    row = stored(journal, FORM)
+    assert (row["status"], row["answered_by"]) == ("accepted", "cli")
+    assert json.loads(row["answer"]) == {"action": "accept",
+                                         "content": {"name": "Ada", "age": 30, "color": "g", "size": "l", "subscribe": True}}  # fmt: skip
+
+
+def test_at_a_terminal_a_url_question_is_opened_and_confirmed(journal: Journal, tmp_path: Path) -> None:
+    ask(journal, URL_Q, URL_PARAMS)
+    ask(journal, "01URLNOTDONE00000000000000", URL_PARAMS)
+    env, opened = fake_browser(tmp_path)
+    term = Terminal("answer", URL_Q, "--open", env=env)
+    assert "https://example.com/auth?x=1" in term.expect("Done? [y/N] ")
+    term.type("y")
+    term.expect(f"Answered {URL_Q} (accepted)")
+    assert term.finish() == 0
+    not_done = Terminal("answer", "01URLNOTDONE")
+    not_done.expect("Done? [y/N] ")
+    not_done.type("")
+    not_done.expect("still pending")
+    assert not_done.finish() == 2
+    assert opened.read_text() == "https://example.com/auth?x=1"
+    assert json.loads(stored(journal, URL_Q)["answer"]) == {"action": "accept"}
+    assert stored(journal, "01URLNOTDONE00000000000000")["status"] == "pending"
+
+
+def test_at_a_terminal_a_sampling_request_asks_for_the_reply(journal: Journal) -> None:
+    ask(journal, SAMPLE, SAMPLING_PARAMS, kind="sampling")
+    term = Terminal("answer", SAMPLE)
+    assert "user: Name a colour" in term.expect("> ")
+    term.type("Teal")
+    term.expect(f"Answered {SAMPLE} (completed)")
+    assert term.finish() == 0
+    assert json.loads(stored(journal, SAMPLE)["answer"])["content"] == {"type": "text", "text": "Teal"}
