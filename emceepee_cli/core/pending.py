@@ -180,6 +180,11 @@ class Questions:
         self.hub.events.emit("pending_settled", row["server"], {"request_id": request_id, "status": row["status"],
                                                                  "answered_by": row.get("answered_by")})  # fmt: skip
 
+    async def withdraw(self, task_id: str, why: str) -> None:
+        """Reject the open questions of a call that ended without them."""
+        for question in [q for q in self.live.values() if q.row["task_id"] == task_id and not q.answered.is_set()]:
+            await self.settle(question.request_id, "rejected", error=why)
+
     # ---- housekeeping (the hub's watcher) --------------------------------------------------
 
     async def sync(self) -> None:

@@ -288,6 +288,7 @@ class Tasks:
         """Cancel the backend call for real (the backend gets notifications/cancelled)."""
         call.stop_as = why
         call.scope.cancel()
+        await self.hub.questions.withdraw(call.call_id, f"its call was {why.value}")
         with anyio.move_on_after(CANCEL_WAIT_S):
             await call.done.wait()
             await call.settled.wait()

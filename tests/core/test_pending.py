@@ -239,3 +239,18 @@ async def test_a_url_elicitation_shows_its_url_and_is_accepted_without_content(c
             result = await client.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]})
     assert question["url"] == "https://example.com/authorize?x=1" and "requested_schema" not in question
     assert texts(result) == ["accept"]
+
+
+async def test_cancelling_the_call_withdraws_its_question(config: Path) -> None:
+    async with emceepee(config) as client:
+        with anyio.fail_after(20):
+            promoted = await ask(client)
+            cancelled = payload(await client.call_tool("cancel_task", {"task_id": promoted["proxy_task"]["task_id"]}))
+            left = payload(await client.call_tool("get_elicitations", {}))
+            late = await client.call_tool("respond_to_elicitation", {"request_id": promoted["saga"]["steps"][0]["step_id"],
+                                                                     "action": "decline"})  # fmt: skip
+    assert cancelled["task"]["status"] == "cancelled"
+    assert left == {"elicitations": []}
+    [row] = Journal().pending_rows(status=None)
+    assert row["status"] == "rejected"
+    assert late.is_error and "already rejected" in texts(late)[0]
