@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio.abc
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 from emceepee_cli.config import load_config
 from emceepee_cli.server.app import build_server
@@ -88,6 +88,19 @@ def _is_envelope(text: str) -> bool:
 
 def serve_command(config: Path) -> list[str]:
     return [sys.executable, "-m", "emceepee_cli", "serve", "--config", str(config)]
+
+
+def serving(config: Path) -> Client:
+    """A host's client for a real `emceepee serve` process, in this test's emceepee home."""
+    params = StdioServerParameters(command=sys.executable, args=serve_command(config)[1:],
+                                   env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"]})  # fmt: skip
+    return Client(params, mode="legacy")
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`emceepee ARGS…` as a real process (it inherits this test's emceepee home)."""
+    return subprocess.run([sys.executable, "-m", "emceepee_cli", *args], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env=env)  # fmt: skip
 
 
 def alive(pid: int) -> bool:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
-from tests.support import Terminal, example_table, payload, serve_command, texts, write_config
+from tests.support import (
+    Terminal,
+    example_table,
+    payload,
+    run_cli,
+    serving,
+    texts,
+    write_config,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -20,16 +25,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
     return write_config(tmp_path / "config.toml", example_table("elicit", "elicit.py"), example_table("sampling", "sampling.py"))
-
-
-def serving(config: Path) -> Client:
-    params = StdioServerParameters(command=sys.executable, args=serve_command(config)[1:],
-                                   env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"]})  # fmt: skip
-    return Client(params, mode="legacy")
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "emceepee_cli", *args], capture_output=True, text=True, timeout=60)
 
 
 async def question(client: Client, server: str, tool: str, args: dict[str, str]) -> tuple[str, str]:
@@ -41,8 +36,8 @@ async def test_emceepee_answer_json_reaches_the_backend_and_the_task_completes(c
     async with serving(config) as client:
         with anyio.fail_after(30):
             task_id, request_id = await question(client, "elicit", "ask", {"question": "Name?"})
-            listed = cli("pending")
-            done = await anyio.to_thread.run_sync(lambda: cli("answer", request_id[:14], "--json", '{"name": "Cli"}'))
+            listed = run_cli("pending")
+            done = await anyio.to_thread.run_sync(lambda: run_cli("answer", request_id[:14], "--json", '{"name": "Cli"}'))
             result = await client.call_tool("get_task_result", {"task_id": task_id})
             left = payload(await client.call_tool("get_elicitations", {}))
     assert "Name?" in listed.stdout and request_id in listed.stdout
@@ -76,7 +71,7 @@ async def test_a_sampling_request_is_answered_from_the_cli(config: Path) -> None
     async with serving(config) as client:
         with anyio.fail_after(30):
             task_id, request_id = await question(client, "sampling", "summarize", {"text": "the whole saga"})
-            done = await anyio.to_thread.run_sync(lambda: cli("answer", request_id, "--text", "short saga"))
+            done = await anyio.to_thread.run_sync(lambda: run_cli("answer", request_id, "--text", "short saga"))
             result = await client.call_tool("get_task_result", {"task_id": task_id})
     assert done.returncode == 0, done.stderr
     assert texts(result) == ["summary: short saga"]

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
 
-from tests.support import RawHost, example_table, payload, serve_command, texts, write_config
+from tests.support import (
+    RawHost,
+    example_table,
+    payload,
+    run_cli,
+    serve_command,
+    serving,
+    texts,
+    write_config,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -25,16 +31,6 @@ def record(tmp_path: Path) -> Path:
 @pytest.fixture
 def config(tmp_path: Path, record: Path) -> Path:
     return write_config(tmp_path / "config.toml", example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)}))
-
-
-def client_for(config: Path) -> Client:
-    params = StdioServerParameters(command=sys.executable, args=serve_command(config)[1:],
-                                   env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"]})  # fmt: skip
-    return Client(params, mode="legacy")
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "emceepee_cli", *args], capture_output=True, text=True, timeout=60)
 
 
 async def test_after_kill_9_a_new_serve_reports_the_lost_task_and_keeps_finished_results(config: Path) -> None:
@@ -51,7 +47,7 @@ async def test_after_kill_9_a_new_serve_reports_the_lost_task_and_keeps_finished
             await process.wait()
     finally:
         await process.aclose()
-    async with client_for(config) as client:
+    async with serving(config) as client:
         with anyio.fail_after(30):
             result = await client.call_tool("get_task_result", {"task_id": done["proxy_task"]["task_id"]})
             task = payload(await client.call_tool("get_task", {"task_id": lost["proxy_task"]["task_id"]}))["task"]
@@ -60,20 +56,20 @@ async def test_after_kill_9_a_new_serve_reports_the_lost_task_and_keeps_finished
     assert task["status"] == "interrupted"
     assert "emceepee stopped while this call was running" in task["error"] and "the backend call was lost" in task["error"]
     assert interrupted.is_error and "interrupted" in texts(interrupted)[0]
-    shown = json.loads(cli("tasks", "show", lost["proxy_task"]["task_id"][:12], "--json").stdout)
+    shown = json.loads(run_cli("tasks", "show", lost["proxy_task"]["task_id"][:12], "--json").stdout)
     assert shown == {"task": task}
 
 
 async def test_two_serves_share_a_journal_and_the_cli_cancel_reaches_the_owner(config: Path, record: Path) -> None:
-    async with client_for(config) as owner, client_for(config) as other:
+    async with serving(config) as owner, serving(config) as other:
         with anyio.fail_after(30):
             mine = payload(await owner.call_tool("execute_tool", {"server": "echo", "tool": "slow",
                                                                   "args": {"seconds": 60, "steps": 1}, "timeout_ms": 10}))  # fmt: skip
             theirs = payload(await other.call_tool("execute_tool", {"server": "echo", "tool": "slow",
                                                                     "args": {"seconds": 60, "steps": 1}, "timeout_ms": 10}))  # fmt: skip
             task_id = mine["proxy_task"]["task_id"]
-            listed = json.loads(cli("tasks", "list", "--json").stdout)
-            cancelled = cli("tasks", "cancel", task_id[:14])
+            listed = json.loads(run_cli("tasks", "list", "--json").stdout)
+            cancelled = run_cli("tasks", "cancel", task_id[:14])
             # the owner notices the journal change within a second and cancels its backend call
             result = await owner.call_tool("get_task_result", {"task_id": task_id, "timeout_ms": 5000})
             still = payload(await other.call_tool("get_task", {"task_id": theirs["proxy_task"]["task_id"]}))["task"]
@@ -103,7 +99,7 @@ async def test_a_modern_call_suspended_on_input_survives_kill_9_and_completes_af
         await process.aclose()
     task_id = first["proxy_task"]["task_id"]
     [step] = first["saga"]["steps"]
-    async with client_for(config) as client:
+    async with serving(config) as client:
         with anyio.fail_after(30):
             adopted = payload(await client.call_tool("get_task", {"task_id": task_id}))
             await client.call_tool("respond_to_elicitation", {"request_id": step["step_id"], "action": "accept",

@@ -8,7 +8,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emceepee_cli.store.records import ELICITATION_TRANSITIONS, SAMPLING_TRANSITIONS, TASK_TRANSITIONS, TaskStatus
+from emceepee_cli.store.records import (
+    ELICITATION_TRANSITIONS,
+    SAMPLING_TRANSITIONS,
+    TASK_TRANSITIONS,
+    TaskStatus,
+)
 from tests.support import emceepee, write_config
 
 pytestmark = pytest.mark.anyio
