@@ -7,8 +7,10 @@ method, which returns a JSON-able payload (our own tools) or the backend's resul
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import deque
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +21,17 @@ from mcp.server.session import ServerSession
 
 from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ServerSpec
-from emceepee_cli.core import schema
+from emceepee_cli.core import sagas, schema
 from emceepee_cli.core.backend import Backend, Status
-from emceepee_cli.core import sagas
+from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_reply
-from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.tasks import Tasks
-from emceepee_cli.errors import NotFound, UsageError
+from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
 from emceepee_cli.store.journal import HEARTBEAT_S, AsyncJournal, now_iso
 from emceepee_cli.store.records import TaskStatus
+
+log = logging.getLogger(__name__)
 
 READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this long for it
 STOP_WAIT_S = 8.0  # transport shutdown is bounded at ~6 s; this covers it
@@ -78,29 +81,38 @@ class Hub:
     def _persist(self, method: str, arg: Any) -> None:
         """A journal write nobody waits for (events, cursors); still in order, on the one thread."""
         args = arg if isinstance(arg, tuple) else (arg,)
-        self.task_group.start_soon(lambda: getattr(self.journal, method)(*args))
+        self.task_group.start_soon(self.guarded, lambda: getattr(self.journal, method)(*args))
+
+    async def guarded(self, work: Callable[[], Awaitable[Any]]) -> None:
+        """Background journal work: a failure (a journal locked too long) is logged, never fatal."""
+        try:
+            await work()
+        except EmceepeeError as exc:
+            log.error("journal: %s", exc)
 
     async def _watch(self) -> None:
-        """Heartbeat, notice journal changes made by others (CLI cancels), expire, purge."""
+        """Heartbeat, notice journal changes made by others (CLI cancels and answers), expire, purge."""
         with self._watcher:
-            version = await self.journal.data_version()
-            last_beat = last_purge = anyio.current_time()
+            state = {"version": await self.journal.data_version(), "beat": anyio.current_time(), "purge": anyio.current_time()}
             while True:
                 await anyio.sleep(WATCH_INTERVAL_S)
-                now = anyio.current_time()
-                current = await self.journal.data_version()
-                if current != version:  # another process wrote: a CLI cancel or answer, perhaps
-                    version = current
-                    await self.tasks.cancel_requested()
-                    await self.questions.sync()
-                await self.tasks.expire_due()
-                await self.questions.expire_due()
-                if now - last_beat >= HEARTBEAT_S:
-                    last_beat = now
-                    await self.journal.heartbeat(self.instance_id)
-                if now - last_purge >= PURGE_EVERY_S:
-                    last_purge = now
-                    await self.journal.purge_finished(self.config.defaults.retention_s)
+                await self.guarded(lambda: self._tick(state))
+
+    async def _tick(self, state: dict[str, Any]) -> None:
+        now = anyio.current_time()
+        current = await self.journal.data_version()
+        if current != state["version"]:  # another process wrote: a CLI cancel or answer, perhaps
+            state["version"] = current
+            await self.tasks.cancel_requested()
+            await self.questions.sync()
+        await self.tasks.expire_due()
+        await self.questions.expire_due()
+        if now - state["beat"] >= HEARTBEAT_S:
+            state["beat"] = now
+            await self.journal.heartbeat(self.instance_id)
+        if now - state["purge"] >= PURGE_EVERY_S:
+            state["purge"] = now
+            await self.journal.purge_finished(self.config.defaults.retention_s)
 
     def _start(self, spec: ServerSpec) -> Backend:
         backend = Backend(spec, self, self.log_dir)

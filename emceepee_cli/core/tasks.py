@@ -115,12 +115,16 @@ class Tasks:
         if call.scope.cancelled_caught and call.result is None and call.error is None:
             status = call.stop_as or TaskStatus.CANCELLED
             call.error = BackendError(f"The call to {call.server}.{call.tool} was {status.value}.")
+        await self._end(call)
+
+    async def _end(self, call: Call) -> None:
+        """Wake the waiters, journal the end of a promoted call, and forget it."""
         call.done.set()
         call.nudge()
         with anyio.CancelScope(shield=True):
             if call.promoted:
                 await call.inserted.wait()
-                await self._finish(call)
+                await self.hub.guarded(lambda: self._finish(call))
         self.calls.pop(call.call_id, None)
         call.settled.set()
 
@@ -205,8 +209,10 @@ class Tasks:
         if call.progress:
             row["progress"] = json.dumps(call.progress)
         with anyio.CancelScope(shield=True):
-            await self.hub.journal.insert_task(row)
-            call.inserted.set()
+            try:
+                await self.hub.journal.insert_task(row)
+            finally:
+                call.inserted.set()  # even if the write failed: `_run` must never wait on it forever
         self.hub.events.emit("task_created", call.server, {"task_id": call.call_id, "tool": call.tool})
         return {"proxy_task": await self.get_json(call.call_id), "pending_on_server": await self.pending_on_server(call.server),
                 **self.saga(call.call_id)}  # fmt: skip
@@ -309,7 +315,7 @@ class Tasks:
                         call_id=task_id, created_at=row["created_at"], promoted=True)  # fmt: skip
             call.inserted.set()
             self.calls[task_id] = call
-            self.hub.task_group.start_soon(self._redrive, call, row, name=f"redrive {task_id}")
+            self.hub.task_group.start_soon(self.hub.guarded, lambda c=call, r=row: self._redrive(c, r), name=f"redrive {task_id}")
 
     async def _redrive(self, call: Call, row: dict[str, Any]) -> None:
         round_ = int(row["round"] or 0)
@@ -319,11 +325,7 @@ class Tasks:
         if backend is None:
             call.error = BackendError(f"Server '{call.server}' is no longer configured; task {call.call_id} cannot resume.")
             call.stop_as = TaskStatus.FAILED
-            call.done.set()
-            with anyio.CancelScope(shield=True):
-                await self._finish(call)
-            self.calls.pop(call.call_id, None)
-            call.settled.set()
+            await self._end(call)
             return
         await self._run(call, backend, Round(row["request_state"], asked, round_))
 

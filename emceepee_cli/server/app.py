@@ -29,9 +29,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from emceepee_cli import __version__, paths
 from emceepee_cli.config import Config, ConfigProblem, Defaults, load_config
 from emceepee_cli.core import schema
+from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.hub import Hub
 from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
-from emceepee_cli.core.calls import Relay
 from emceepee_cli.ids import new_id
 from emceepee_cli.server import diagrams
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope

@@ -13,8 +13,8 @@ from typing import Any
 import mcp_types as types
 
 from emceepee_cli.config import ServerSpec
-from emceepee_cli.core.hub import LOG_LEVELS, Hub, dump
 from emceepee_cli.core.calls import Relay, sampling_answer
+from emceepee_cli.core.hub import LOG_LEVELS, Hub, dump
 from emceepee_cli.errors import UsageError
 from emceepee_cli.server.envelope import Reply
 from emceepee_cli.store.records import TaskStatus
