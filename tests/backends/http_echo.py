@@ -1,0 +1,41 @@
+"""A Streamable HTTP MCP backend for the tests: prints its port, then serves on 127.0.0.1.
+
+Tool `whoami` answers with the Authorization header the request carried, so a test can see
+that emceepee sent the configured (and `${VAR}`-expanded) headers.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import anyio
+import mcp_types as types
+import uvicorn
+from mcp.server import Server, ServerRequestContext
+
+WHOAMI = types.Tool(name="whoami", description="The Authorization header of this request.",
+                    input_schema={"type": "object", "properties": {}})  # fmt: skip
+
+
+async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=[WHOAMI])
+
+
+async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+    headers = getattr(ctx.request, "headers", {}) or {}
+    return types.CallToolResult(content=[types.TextContent(type="text", text=headers.get("authorization", "none"))])
+
+
+async def main() -> None:
+    app = Server("http-echo", on_list_tools=list_tools, on_call_tool=call_tool).streamable_http_app()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    print(sock.getsockname()[1], flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    await server.serve(sockets=[sock])
+
+
+if __name__ == "__main__":
+    sys.stdout.reconfigure(line_buffering=True)
+    anyio.run(main)
