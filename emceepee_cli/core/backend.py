@@ -151,6 +151,8 @@ class Backend:
 
     async def wait_for(self, done: Callable[[Status], bool], timeout_s: float) -> None:
         """Wait (bounded) until the status satisfies `done`."""
+        if done(self.status):
+            return  # the common case, on every call: no cancel scope needed
         with anyio.move_on_after(timeout_s):
             while not done(self.status):
                 await self._changed.wait()

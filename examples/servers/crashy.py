@@ -18,19 +18,19 @@ Environment
 import os
 import sys
 
-# Checked before importing the SDK (which takes most of a second), so a test of a
-# backend that fails at start does not pay for the import.
+# Checked before importing the SDK (which takes most of a second; _example imports it too),
+# so a test of a backend that fails at start does not pay for the import.
 if __name__ == "__main__" and os.environ.get("CRASHY_FAIL_AT_START") == "1":
     sys.stderr.write("crashy: refusing to start\n")
     sys.stderr.flush()
     sys.exit(2)
 
-import logging  # noqa: E402
 from typing import Any, NoReturn  # noqa: E402
 
 import anyio  # noqa: E402
 import mcp_types as types  # noqa: E402
-from mcp import MCPError, stdio_server  # noqa: E402
+from _example import serve, text_result  # noqa: E402
+from mcp import MCPError  # noqa: E402
 from mcp.server import Server, ServerRequestContext  # noqa: E402
 
 NAME = "crashy"
@@ -38,12 +38,8 @@ GARBAGE_LINE = b"crashy: this line is not JSON-RPC\n"
 
 # While stdio_server() is active the SDK points fd 1 at stderr (so stray prints cannot
 # corrupt the wire) and writes the protocol through a private duplicate. To put garbage
-# on the real wire, main() keeps its own duplicate of the original stdout here.
+# on the real wire, the __main__ block keeps its own duplicate of the original stdout here.
 wire_fd: int | None = None
-
-
-def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
 
 async def crash(after_ms: int) -> NoReturn:
@@ -56,7 +52,7 @@ async def crash(after_ms: int) -> NoReturn:
 
 
 async def garbage() -> types.CallToolResult:
-    assert wire_fd is not None, "garbage() called outside main()"
+    assert wire_fd is not None, "garbage() called without running this file as a script"
     # A small os.write is atomic on a pipe and the SDK flushes each message as a whole, so the
     # junk lands between two JSON lines (this call's own response is only written afterwards).
     os.write(wire_fd, GARBAGE_LINE)
@@ -115,13 +111,6 @@ server = Server(
 )
 
 
-async def main() -> None:
-    global wire_fd
-    wire_fd = os.dup(1)  # before stdio_server() diverts fd 1 to stderr
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
-
-
 if __name__ == "__main__":
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{NAME}: %(levelname)s %(message)s")
-    anyio.run(main)
+    wire_fd = os.dup(1)  # before serve() starts stdio_server(), which diverts fd 1 to stderr
+    serve(server)

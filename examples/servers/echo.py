@@ -28,16 +28,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import sys
 import warnings
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-import jsonschema
 import mcp_types as types
-from mcp import MCPError, stdio_server
+from _example import ToolTable, append_event, serve, text_result, tool_table_handlers
+from mcp import MCPError
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.tool_name_validation import validate_tool_name
@@ -49,24 +46,6 @@ log = logging.getLogger(NAME)
 # `send_log_message` is deprecated as of protocol 2026-07-28 but is exactly what a
 # handshake-era backend uses; the warning would only add noise to stderr.
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
-
-ToolHandler = Callable[[ServerRequestContext, dict[str, Any]], Awaitable[types.CallToolResult]]
-
-
-def append_event(line: str) -> None:
-    """Append one line to $EMCEEPEE_EXAMPLE_LOG, if set (tests read it to see backend-side events)."""
-    path = os.environ.get("EMCEEPEE_EXAMPLE_LOG")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-
-
-def text_result(
-    text: str, *, is_error: bool = False, structured: dict[str, Any] | None = None
-) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(text=text)], structured_content=structured, is_error=is_error
-    )
 
 
 def object_schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
@@ -149,7 +128,7 @@ async def add_tool(ctx: ServerRequestContext, args: dict[str, Any]) -> types.Cal
 
 # One entry per tool: its advertised definition and its implementation. add_tool mutates this
 # table; one process serves one stdio connection, so module-level state is per-client state.
-TOOLS: dict[str, tuple[types.Tool, ToolHandler]] = {
+TOOLS: ToolTable = {
     "echo": (
         types.Tool(
             name="echo",
@@ -212,25 +191,9 @@ TOOLS: dict[str, tuple[types.Tool, ToolHandler]] = {
 }
 
 
-async def on_list_tools(
-    ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
-) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=[tool for tool, _ in TOOLS.values()])
-
-
-async def on_call_tool(
-    ctx: ServerRequestContext, params: types.CallToolRequestParams
-) -> types.CallToolResult:
-    entry = TOOLS.get(params.name)
-    if entry is None:
-        raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-    tool, handler = entry
-    args = params.arguments or {}
-    # The low-level Server does not validate arguments; bad input must not crash a handler.
-    problems = [e.message for e in jsonschema.Draft202012Validator(tool.input_schema).iter_errors(args)]
-    if problems:
-        return text_result(f"invalid arguments for {params.name}: {'; '.join(problems)}", is_error=True)
-    return await handler(ctx, args)
+# Both read TOOLS on every request, so they see the tools add_tool registers. on_call_tool checks
+# the arguments against the tool's input schema before calling its handler.
+on_list_tools, on_call_tool = tool_table_handlers(TOOLS)
 
 
 # --------------------------------------------------------------------------- resources
@@ -338,14 +301,7 @@ server = Server(
 )
 
 
-async def main() -> None:
-    async with stdio_server() as (read, write):
-        # add_tool changes the tool list, so advertise tools.listChanged (handshake era).
-        options = server.create_initialization_options(NotificationOptions(tools_changed=True))
-        await server.run(read, write, options)
-
-
 if __name__ == "__main__":
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{NAME}: %(levelname)s %(message)s")
     log.setLevel(logging.INFO)
-    anyio.run(main)
+    # add_tool changes the tool list, so advertise tools.listChanged (handshake era).
+    serve(server, NotificationOptions(tools_changed=True))

@@ -31,23 +31,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import sys
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
-import jsonschema
 import mcp_types as types
-from mcp import MCPError, stdio_server
+from _example import ToolTable, append_event, serve, text_result, tool_table_handlers
+from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 NAME = "elicit"
 log = logging.getLogger(NAME)
-
-ToolHandler = Callable[[ServerRequestContext, dict[str, Any]], Awaitable[types.CallToolResult]]
 
 AUTHORIZE_URL = "https://example.com/authorize?x=1"
 
@@ -69,23 +63,11 @@ PERSON_SCHEMA: dict[str, Any] = {
 }
 
 
-def append_event(line: str) -> None:
-    """Append one line to $EMCEEPEE_EXAMPLE_LOG, if set (tests read it to see backend-side events)."""
-    path = os.environ.get("EMCEEPEE_EXAMPLE_LOG")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-
-
 def record_answer(answer: types.ElicitResult) -> None:
     record: dict[str, Any] = {"action": answer.action}
     if answer.content is not None:
         record["content"] = answer.content
     append_event("answer " + json.dumps(record, sort_keys=True))
-
-
-def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
 
 def cannot_elicit(ctx: ServerRequestContext, mode: str) -> str | None:
@@ -144,7 +126,7 @@ async def ask_url(ctx: ServerRequestContext, args: dict[str, Any]) -> types.Call
     return text_result(answer.action)
 
 
-TOOLS: dict[str, tuple[types.Tool, ToolHandler]] = {
+TOOLS: ToolTable = {
     "ask": (
         types.Tool(
             name="ask",
@@ -167,25 +149,8 @@ TOOLS: dict[str, tuple[types.Tool, ToolHandler]] = {
 }
 
 
-async def on_list_tools(
-    ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
-) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=[tool for tool, _ in TOOLS.values()])
-
-
-async def on_call_tool(
-    ctx: ServerRequestContext, params: types.CallToolRequestParams
-) -> types.CallToolResult:
-    entry = TOOLS.get(params.name)
-    if entry is None:
-        raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-    tool, handler = entry
-    args = params.arguments or {}
-    # The low-level Server does not validate arguments; bad input must not crash a handler.
-    problems = [e.message for e in jsonschema.Draft202012Validator(tool.input_schema).iter_errors(args)]
-    if problems:
-        return text_result(f"invalid arguments for {params.name}: {'; '.join(problems)}", is_error=True)
-    return await handler(ctx, args)
+# on_call_tool checks the arguments against the tool's input schema before calling its handler.
+on_list_tools, on_call_tool = tool_table_handlers(TOOLS)
 
 
 server = Server(
@@ -197,11 +162,5 @@ server = Server(
 )
 
 
-async def main() -> None:
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
-
-
 if __name__ == "__main__":
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{NAME}: %(levelname)s %(message)s")
-    anyio.run(main)
+    serve(server)

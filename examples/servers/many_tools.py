@@ -16,15 +16,13 @@ rejected with INVALID_PARAMS.
 
 from __future__ import annotations
 
-import logging
 import re
-import sys
 from collections.abc import Sequence
 from typing import TypeVar
 
-import anyio
 import mcp_types as types
-from mcp import MCPError, stdio_server
+from _example import serve, text_result
+from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 
 NAME = "many"
@@ -83,11 +81,8 @@ async def on_call_tool(
     n = (params.arguments or {}).get("n")
     # The low-level Server does not validate arguments, so check the one we use.
     if not isinstance(n, int) or isinstance(n, bool):
-        return types.CallToolResult(
-            content=[types.TextContent(text=f"invalid arguments for {params.name}: 'n' must be an integer")],
-            is_error=True,
-        )
-    return types.CallToolResult(content=[types.TextContent(text=f"{params.name} got {n}")])
+        return text_result(f"invalid arguments for {params.name}: 'n' must be an integer", is_error=True)
+    return text_result(f"{params.name} got {n}")
 
 
 async def on_list_resources(
@@ -140,11 +135,5 @@ server = Server(
 )
 
 
-async def main() -> None:
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
-
-
 if __name__ == "__main__":
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{NAME}: %(levelname)s %(message)s")
-    anyio.run(main)
+    serve(server)

@@ -43,15 +43,13 @@ import base64
 import binascii
 import json
 import logging
-import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import mcp_types as types
-from mcp import MCPError, stdio_server
+from _example import append_event, serve, text_result
+from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -68,18 +66,6 @@ BOOK = types.Tool(
 # Keys under which the questions appear in inputRequests / inputResponses.
 DATE_KEY = "date"
 HOTEL_KEY = "hotel"
-
-
-def append_event(line: str) -> None:
-    """Append one line to $EMCEEPEE_EXAMPLE_LOG, if set (tests read it to see backend-side events)."""
-    path = os.environ.get("EMCEEPEE_EXAMPLE_LOG")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-
-
-def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
 
 # --------------------------------------------------------------------------- request state
@@ -257,11 +243,5 @@ server = Server(
 )
 
 
-async def main() -> None:
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
-
-
 if __name__ == "__main__":
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{NAME}: %(levelname)s %(message)s")
-    anyio.run(main)
+    serve(server)

@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import sys
 import warnings
 from typing import Any
 
-import anyio
 import mcp_types as types
-from mcp import MCPError, stdio_server
+from _example import append_event, serve, text_result
+from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -50,18 +48,6 @@ SUMMARIZE = types.Tool(
     description="Summarize text by asking the client's LLM (sampling/createMessage).",
     input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
 )
-
-
-def append_event(line: str) -> None:
-    """Append one line to $EMCEEPEE_EXAMPLE_LOG, if set (tests read it to see backend-side events)."""
-    path = os.environ.get("EMCEEPEE_EXAMPLE_LOG")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-
-
-def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
 
 def failure(message: str) -> types.CallToolResult:
@@ -123,11 +109,5 @@ server = Server(
 )
 
 
-async def main() -> None:
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
-
-
 if __name__ == "__main__":
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{NAME}: %(levelname)s %(message)s")
-    anyio.run(main)
+    serve(server)
