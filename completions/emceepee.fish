@@ -1,0 +1,1 @@
+complete --command emceepee --no-files --arguments "(env _EMCEEPEE_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) emceepee)" --condition "env _EMCEEPEE_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) emceepee"
