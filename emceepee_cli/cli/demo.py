@@ -38,7 +38,7 @@ def find_examples(explicit: Path | None) -> Path:
 def demo_config(examples: Path) -> str:
     python = json.dumps(sys.executable)
     lines = []
-    for name, script in (("echo", "echo.py"), ("many", "many_tools.py"), ("crashy", "crashy.py")):
+    for name, script in (("echo", "echo.py"), ("many", "many_tools.py"), ("crashy", "crashy.py"), ("elicit", "elicit.py")):
         lines += [f"[servers.{name}]", f"command = {python}", f"args = [{json.dumps(str(examples / script))}]", ""]
     lines += ["[servers.broken]", 'command = "emceepee-demo-no-such-command"', ""]
     return "\n".join(lines)
@@ -65,13 +65,20 @@ def _structured(result: Any) -> dict[str, Any]:
 
 
 def _text(result: Any) -> str:
-    shown = []
+    """The result's own blocks; the envelope (events, pending questions) summed up in brackets."""
+    shown, extra = [], []
     for block in result.content:
-        if getattr(block, "type", "") == "text":
-            shown.append(block.text)
-        elif getattr(block, "type", "") == "resource":
+        if getattr(block, "type", "") == "resource":
             shown.append(getattr(block.resource, "text", "<binary resource>").strip())
-    return " ".join(shown)
+        elif getattr(block, "type", "") != "text":
+            continue
+        elif block.text.startswith('{"events_since_last_response"'):
+            extra.append("events: " + ", ".join(e["type"] for e in json.loads(block.text)["events_since_last_response"]))
+        elif block.text.startswith('{"pending_client_action"'):
+            extra.append("a question is pending")
+        else:
+            shown.append(block.text)
+    return " ".join(shown) + "".join(f"  [{e}]" for e in extra)
 
 
 async def _drive(config: Path, home: str) -> None:
@@ -109,6 +116,18 @@ async def _drive(config: Path, home: str) -> None:
                    {"server": "crashy", "tool": "crash", "args": {}})  # fmt: skip
         await step("…and it is restarted: the next call works", "execute_tool",
                    {"server": "crashy", "tool": "ok", "args": {}})  # fmt: skip
+        slow = _structured(await step("A slow call becomes a task instead of hitting the host's timeout", "execute_tool",
+                                      {"server": "echo", "tool": "slow", "args": {"seconds": 1.5, "steps": 3}, "timeout_ms": 300}))  # fmt: skip
+        task_id = slow["proxy_task"]["task_id"]
+        await step("…and its result is fetched later", "get_task_result", {"task_id": task_id})
+        asked = _structured(await step("A backend asks the user a question: the host cannot show forms, so it is parked",
+                                       "execute_tool", {"server": "elicit", "tool": "ask", "args": {"question": "Your name?"}}))  # fmt: skip
+        question = asked["saga"]["steps"][0]["step_id"]
+        render.line(f"    (from another terminal you could run: emceepee answer {question[:10]})")
+        await step("The model answers it (checked against the question's schema)", "respond_to_elicitation",
+                   {"request_id": question, "action": "accept", "content": {"name": "Ada"}})  # fmt: skip
+        await step("…and the backend's call completes with that answer", "get_task_result",
+                   {"task_id": asked["proxy_task"]["task_id"]})  # fmt: skip
         await step("Resources pass through", "read_resource", {"server": "echo", "uri": "echo://readme"})
         await step("Prompts too", "get_prompt", {"server": "echo", "name": "greet", "arguments": {"name": "Ada"}})
     render.line("\nDone: `emceepee serve` stopped and took its backends with it.", style="bold green")

@@ -156,7 +156,12 @@ async def execute_tool(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     out = await hub.execute_tool(args["server"], args["tool"], args.get("args"), args.get("timeout_ms"), call.relay)
     if isinstance(out, dict):
         task = out["proxy_task"]
-        return Reply(out, f"{task['server']}.{task['tool']} is still running, so it became task {task['task_id']}. "
+        name = f"{task['server']}.{task['tool']}"
+        if "saga" in out:
+            return Reply(out, f"{name} is waiting for an answer to a question, so it became task {task['task_id']}. "
+                              "Answer with respond_to_elicitation / respond_to_sampling (or resume_tool), "
+                              "then get_task_result.")  # fmt: skip
+        return Reply(out, f"{name} is still running, so it became task {task['task_id']}. "
                           "Use get_task_result to get its result when ready (or await_activity to wait for it).")  # fmt: skip
     return out
 

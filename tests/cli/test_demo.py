@@ -16,3 +16,5 @@ def test_demo_walks_through_every_step_successfully() -> None:
     assert "exited during tools/call 'crash'" in done.stdout
     assert "✓ ok" in done.stdout  # the crashed backend came back
     assert "Say hello to Ada." in done.stdout
+    assert "✓ slept 1.5 s" in done.stdout  # fetched from the task
+    assert "✓ hello Ada" in done.stdout  # the parked question, answered
