@@ -122,7 +122,7 @@ class Backend:
                 await self._connect_and_serve(ready_at)
             except Exception as exc:  # noqa: BLE001 - every failure is reported, none escapes
                 self.last_error = describe(exc)
-                if self._lost.is_set() and self.process is not None:  # it died by itself, not by our stop
+                if self.process is not None and (self._lost.is_set() or _closed(exc)):  # it died by itself
                     self.last_error += f"; the process ended ({self._death_report()})"
                 if isinstance(exc, EmceepeeError):
                     failures = len(RESTART_BACKOFF_S)  # a missing command or bad cwd stays wrong
@@ -406,6 +406,10 @@ def leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for sub in exc.exceptions for leaf in leaves(sub)]
     return [exc]
+
+
+def _closed(exc: BaseException) -> bool:
+    return any(isinstance(e, MCPError) and e.code == types.CONNECTION_CLOSED for e in leaves(exc))
 
 
 def describe(exc: BaseException) -> str:

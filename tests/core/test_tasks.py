@@ -173,3 +173,16 @@ async def test_progress_reaches_the_host_while_it_waits_on_a_task(config: Path) 
                 "server": "echo", "tool": "slow", "args": {"seconds": 0.4, "steps": 4}, "timeout_ms": 150}))  # fmt: skip
             await client.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]}, progress_callback=on_progress)
     assert seen and seen == sorted(seen) and len(seen) >= 2
+
+
+async def test_every_blocking_wait_is_clamped_below_the_hosts_cutoff(tmp_path: Path, record: Path) -> None:
+    config = make_config(tmp_path, record, "[defaults]\nmax_wait_ms = 300\n")
+    async with emceepee(config) as client:
+        with anyio.fail_after(10):  # each wait below asks for a minute; the clamp answers in 0.3 s
+            task = (await slow(client, 30, 60_000))["proxy_task"]
+            still = payload(await client.call_tool("get_task_result", {"task_id": task["task_id"], "timeout_ms": 60_000}))
+            activity = payload(await client.call_tool("await_activity", {"timeout_ms": 60_000}))
+            await client.call_tool("cancel_task", {"task_id": task["task_id"]})
+    assert still["task"]["status"] == "working"
+    assert activity["pending_server"] == [{"server": "echo", "working_tasks": [{"task_id": task["task_id"], "tool": "slow",
+                                                                                 "status": "working"}]}]  # fmt: skip

@@ -33,8 +33,12 @@ def config(tmp_path: Path, record: Path) -> Path:
 async def test_the_host_sees_the_fixed_meta_tools(config: Path) -> None:
     async with emceepee(config) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-    assert {"list_servers", "add_server", "remove_server", "list_tools", "execute_tool", "list_resources",
-            "read_resource", "list_prompts", "get_prompt", "get_notifications", "get_logs"} <= names  # fmt: skip
+    assert names == {
+        "list_servers", "add_server", "remove_server", "list_tools", "execute_tool", "list_resources", "read_resource",
+        "list_prompts", "get_prompt", "get_notifications", "get_logs", "get_elicitations", "respond_to_elicitation",
+        "get_sampling_requests", "respond_to_sampling", "list_tasks", "get_task", "get_task_result", "cancel_task",
+        "await_activity", "resume_tool",
+    }  # fmt: skip
 
 
 async def test_list_servers_shows_ready_backends_and_a_missing_command_as_failed(config: Path) -> None:
@@ -212,3 +216,23 @@ async def test_a_broken_server_table_is_reported_and_the_rest_still_load(tmp_pat
     assert texts(ok) == ["fine"]
     assert servers["typo"]["status"] == "failed" and "command" in servers["typo"]["last_error"]
     assert typo.is_error and "could not load" in texts(typo)[0]
+
+
+async def test_a_backend_that_keeps_failing_to_start_is_failed_after_its_restarts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from emceepee_cli.core import backend
+
+    monkeypatch.setattr(backend, "RESTART_BACKOFF_S", (0.01, 0.02, 0.03))  # the test switch: no real backoff
+    config = write_config(tmp_path / "config.toml", example_table("crashy", "crashy.py", env={"CRASHY_FAIL_AT_START": "1"}))
+    async with emceepee(config) as client:
+        with anyio.fail_after(30):
+            while True:
+                events = payload(await client.call_tool("await_activity", {"timeout_ms": 5000}))["events"]
+                if any(e["type"] == "server_failed" for e in events):
+                    break
+            [row] = payload(await client.call_tool("list_servers", {}))["servers"]
+            call = await client.call_tool("execute_tool", {"server": "crashy", "tool": "ok"})
+    assert row["status"] == "failed" and row["restarts"] == 3
+    assert "refusing to start" in row["last_error"] and "exit code 2" in row["last_error"]
+    assert call.is_error and "is failed" in texts(call)[0] and "get_logs" in texts(call)[0]

@@ -103,3 +103,15 @@ def test_a_cancel_request_is_seen_by_the_owner_through_data_version(tmp_path: Pa
     assert cli.request_cancel("T") is True
     assert owner.data_version() != version
     assert owner.cancel_requests("I") == ["T"]
+
+
+def test_finished_tasks_past_the_retention_are_purged_and_working_ones_kept(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.db")
+    journal.register_instance("I")
+    for task_id in ("OLD", "NEW", "RUNNING"):
+        journal.insert_task(task_row(task_id, "I"))
+    journal.finish_task("OLD", TaskStatus.COMPLETED, result={"content": []})
+    journal.finish_task("NEW", TaskStatus.COMPLETED, result={"content": []})
+    journal.db.execute("UPDATE tasks SET finished_at = ? WHERE task_id = 'OLD'", [now_iso(-7200)])
+    assert journal.purge_finished(retention_s=3600) == 1
+    assert sorted(journal.task_ids()) == ["NEW", "RUNNING"]
