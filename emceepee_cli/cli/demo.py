@@ -132,5 +132,3 @@ async def _drive(config: Path, home: str) -> None:
         await step("Prompts too", "get_prompt", {"server": "echo", "name": "greet", "arguments": {"name": "Ada"}})
     render.line("\nDone: `emceepee serve` stopped and took its backends with it.", style="bold green")
 
-
-__all__ = ["demo", "EmceepeeError"]

@@ -7,7 +7,6 @@ Errors go to stderr as the message and the hint, never a traceback (unless --ver
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -56,6 +55,3 @@ def error(exc: EmceepeeError) -> None:
     if exc.hint:
         err.print(exc.hint, markup=False, highlight=False)
 
-
-def fail_plain(message: str) -> None:
-    sys.stderr.write(message + "\n")

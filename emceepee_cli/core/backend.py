@@ -14,7 +14,6 @@ A call in flight when the backend dies fails at once with the exit status and st
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -90,8 +89,6 @@ class Backend:
         self.offer = Offer()
         self.session: ClientSession | None = None
         self.process: transport.ProcessInfo | None = None
-        self.stderr_tail: deque[str] = deque(maxlen=transport.STDERR_TAIL_LINES)
-        self.inflight = 0
         self._changed = anyio.Event()
         self._stop = anyio.Event()
         self._lost = anyio.Event()
@@ -245,7 +242,6 @@ class Backend:
     # ---- what the backend tells us ------------------------------------------------------
 
     def _on_stderr(self, line: str) -> None:
-        self.stderr_tail.append(line)
         self.sink.log(self.name, "stderr", line, "stderr")
 
     async def _on_elicit(self, ctx: Any, params: types.ElicitRequestParams) -> Any:
@@ -300,7 +296,6 @@ class Backend:
     async def request(self, what: str, send: Callable[[ClientSession], Awaitable[T]]) -> T:
         """Send one request; map the SDK's failures to ours, with the death report if it died."""
         session = self.require_session()
-        self.inflight += 1
         try:
             return await send(session)
         except MCPError as exc:
@@ -317,8 +312,6 @@ class Backend:
             raise BackendError(f"Backend '{self.name}' answered {what} with error {exc.code}: {exc.message}") from exc
         except RuntimeError as exc:  # e.g. structured content that fails the tool's own output schema
             raise BackendError(f"Backend '{self.name}' sent an invalid result for {what}: {exc}") from exc
-        finally:
-            self.inflight -= 1
 
 
 async def list_offer(session: ClientSession) -> Offer:

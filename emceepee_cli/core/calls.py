@@ -19,7 +19,7 @@ from emceepee_cli.ids import new_id
 from emceepee_cli.store.journal import now_iso
 from emceepee_cli.store.records import FINISHED_TASK, TaskStatus, task_json
 
-HEARTBEAT_S = 10.0  # while a host waits with a progressToken, it hears from us at least this often
+PROGRESS_HEARTBEAT_S = 10.0  # while a host waits with a progressToken, it hears from us at least this often
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -40,8 +40,8 @@ class Relay:
     async def heartbeat(self, what: str) -> None:
         started = time.monotonic()
         while True:
-            await anyio.sleep(max(0.0, self.sent_at + HEARTBEAT_S - time.monotonic()))
-            if time.monotonic() - self.sent_at >= HEARTBEAT_S:
+            await anyio.sleep(max(0.0, self.sent_at + PROGRESS_HEARTBEAT_S - time.monotonic()))
+            if time.monotonic() - self.sent_at >= PROGRESS_HEARTBEAT_S:
                 await self(self.last, None, f"still waiting for {what} ({time.monotonic() - started:.0f} s)")
 
 

@@ -296,7 +296,6 @@ class Tasks:
         call.scope.cancel()
         await self.hub.questions.withdraw(call.call_id, f"its call was {why.value}")
         with anyio.move_on_after(CANCEL_WAIT_S):
-            await call.done.wait()
             await call.settled.wait()
 
     # ---- housekeeping (called by the hub's watcher) ------------------------------------

@@ -18,7 +18,6 @@ import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import mcp_types as types
@@ -203,5 +202,3 @@ async def _exit_on_signal(scope: anyio.CancelScope, closed: anyio.Event) -> None
             logging.shutdown()
             os._exit(0)
 
-
-__all__: list[Any] = ["build_server", "run_stdio", "load_or_report"]

@@ -14,7 +14,7 @@ import mcp_types as types
 
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.core.calls import Relay, sampling_answer
-from emceepee_cli.core.hub import LOG_LEVELS, Hub, dump
+from emceepee_cli.core.hub import LOG_LEVELS, Hub
 from emceepee_cli.errors import UsageError
 from emceepee_cli.server.envelope import Reply
 from emceepee_cli.store.records import TaskStatus
@@ -372,5 +372,3 @@ async def get_notifications(hub: Hub, args: dict[str, Any], call: Call) -> Paylo
 async def get_logs(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     return hub.get_logs(args.get("server"), args.get("level"), args.get("limit", 100))
 
-
-__all__ = ["TOOLS", "Call", "MetaTool", "dump"]

@@ -64,9 +64,6 @@ SAMPLING_TRANSITIONS: dict[SamplingStatus, dict[SamplingStatus, str]] = {
 FINISHED_TASK = tuple(s for s in TaskStatus if s not in TASK_TRANSITIONS)
 
 
-def can_move(transitions: dict[StrEnum, dict[StrEnum, str]], old: StrEnum, new: StrEnum) -> bool:
-    return new in transitions.get(old, {})
-
 
 def task_json(row: dict[str, Any]) -> dict[str, Any]:
     """A journal row as the task object every tool and CLI command shows."""
