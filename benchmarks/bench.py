@@ -113,8 +113,12 @@ def direct_client(errlog: TextIO) -> Client:
 def emceepee_client(home: Path, config: Path, errlog: TextIO) -> Client:
     env = {k: v for k, v in os.environ.items() if k not in ("EMCEEPEE_CONFIG", "EMCEEPEE_DB")}
     env["EMCEEPEE_HOME"] = str(home)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "emceepee_cli", "serve", "--config", str(config)],
-                                   env=env, cwd=ROOT)  # fmt: skip
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "emceepee_cli", "serve", "--config", str(config)],
+        env=env,
+        cwd=ROOT,
+    )
     return Client(stdio_client(params, errlog=errlog), mode="legacy", cache=None)
 
 
@@ -205,8 +209,17 @@ async def wake(mux: Client, slow_overhead: float) -> dict[str, Any]:
     for _ in range(WAKE_REPS):
         await timed(lambda: mux.call_tool("await_activity", {"timeout_ms": 0}))  # drain anything pending
         started = time.time()
-        _, result = await timed(lambda: mux.call_tool("execute_tool", {
-            "server": "echo", "tool": "slow", "args": {"seconds": WAKE_SLOW_S, "steps": 1}, "timeout_ms": 1}))  # fmt: skip
+        _, result = await timed(
+            lambda: mux.call_tool(
+                "execute_tool",
+                {
+                    "server": "echo",
+                    "tool": "slow",
+                    "args": {"seconds": WAKE_SLOW_S, "steps": 1},
+                    "timeout_ms": 1,
+                },
+            )
+        )
         task = structured(result).get("proxy_task")
         if not task:
             problems.append("slow call was not promoted to a task")
@@ -217,8 +230,15 @@ async def wake(mux: Client, slow_overhead: float) -> dict[str, Any]:
                 result = await mux.call_tool("await_activity", {"timeout_ms": 10_000})
                 returned = time.time()
                 events = structured(result).get("events", [])
-                finished = next((e for e in events if e.get("type") == "task_status"
-                                 and e.get("data", {}).get("task_id") == task["task_id"]), None)  # fmt: skip
+                finished = next(
+                    (
+                        e
+                        for e in events
+                        if e.get("type") == "task_status"
+                        and e.get("data", {}).get("task_id") == task["task_id"]
+                    ),
+                    None,
+                )
         if finished["data"].get("status") != "completed":
             problems.append(f"task ended {finished['data'].get('status')}")
             continue
@@ -240,12 +260,17 @@ async def answer_latency(mux: Client, home: Path) -> list[float]:
     out: list[float] = []
     for _ in range(ANSWER_REPS):
         with anyio.fail_after(CALL_S):
-            promoted = structured(await mux.call_tool("execute_tool", {"server": "elicit", "tool": "ask", "args": {},
-                                                                       "timeout_ms": 10_000}))  # fmt: skip
+            promoted = structured(
+                await mux.call_tool(
+                    "execute_tool", {"server": "elicit", "tool": "ask", "args": {}, "timeout_ms": 10_000}
+                )
+            )
             request_id = promoted["saga"]["steps"][0]["step_id"]
             size = log.stat().st_size if log.exists() else 0
             started = time.perf_counter()
-            await anyio.to_thread.run_sync(lambda: journal.settle_pending(request_id, "accepted", answer=answer, by="cli"))
+            await anyio.to_thread.run_sync(
+                lambda: journal.settle_pending(request_id, "accepted", answer=answer, by="cli")
+            )
             while not log.exists() or log.stat().st_size == size:
                 await anyio.sleep(0.0005)  # polling the backend's log file is the measurement itself
             out.append(time.perf_counter() - started)
@@ -260,7 +285,12 @@ def ms(seconds: float) -> str:
 
 
 def report(
-    calls: int, pc: dict[str, Any], cc: dict[str, Any], wk: dict[str, Any], slow_overhead: float, an: list[float]
+    calls: int,
+    pc: dict[str, Any],
+    cc: dict[str, Any],
+    wk: dict[str, Any],
+    slow_overhead: float,
+    an: list[float],
 ) -> None:
     d, m = pc["direct"], pc["emceepee"]
     d50, d95, m50, m95 = statistics.median(d), pct(d, 95), statistics.median(m), pct(m, 95)
@@ -286,8 +316,10 @@ def report(
     print(f"   {'wall (ms)':26}{ms(cd):>10}{ms(cm):>10}")
     print(f"   {'wall / ideal':26}{cd / ideal:>9.2f}x{cm / ideal:>9.2f}x")
     print(f"   {'emceepee / direct':26}{'':>10}{cm / cd:>9.2f}x")
-    print(f"   rounds (ms): direct {' '.join(f'{x * 1000:.0f}' for x in cc['direct'])}; "
-          f"emceepee {' '.join(f'{x * 1000:.0f}' for x in cc['emceepee'])}")  # fmt: skip
+    print(
+        f"   rounds (ms): direct {' '.join(f'{x * 1000:.0f}' for x in cc['direct'])}; "
+        f"emceepee {' '.join(f'{x * 1000:.0f}' for x in cc['emceepee'])}"
+    )
     if cc["odd"]:
         print(f"   !! {cc['odd']} call(s) came back promoted to a task or as errors")
     print(rule)
@@ -309,19 +341,33 @@ def report(
     print(rule)
     print(f"4. answer written to the journal -> the backend has it, {len(an)} reps (ms)")
     print(f"   {'':42}{'median':>9}{'p95':>9}{'max':>9}")
-    print(f"   {'journal write -> backend logs the answer':42}{ms(statistics.median(an)):>9}{ms(pct(an, 95)):>9}{ms(max(an)):>9}")
+    print(
+        f"   {'journal write -> backend logs the answer':42}{ms(statistics.median(an)):>9}{ms(pct(an, 95)):>9}{ms(max(an)):>9}"
+    )
     print(rule)
     wake_ms = statistics.median(be) * 1000 if be else math.inf
     targets = [
-        ("per-call overhead", f"median ratio {m50 / d50:.2f}x (p95 {m95 / d95:.2f}x), target <= {TARGET_OVERHEAD}x",
-         m50 / d50 <= TARGET_OVERHEAD),
-        ("concurrency", f"emceepee wall {cm / ideal:.2f}x ideal (direct {cd / ideal:.2f}x), target <= {TARGET_CONCURRENCY}x",
-         cm / ideal <= TARGET_CONCURRENCY),
-        ("await_activity wake", f"median {wake_ms:.2f} ms (p95 {pct(be, 95) * 1000 if be else math.inf:.2f} ms), target <= {TARGET_WAKE_MS:g} ms",
-         wake_ms <= TARGET_WAKE_MS),
-        ("answer latency", f"median {statistics.median(an) * 1000:.1f} ms (p95 {pct(an, 95) * 1000:.1f} ms), target <= {TARGET_ANSWER_MS:g} ms",
-         statistics.median(an) * 1000 <= TARGET_ANSWER_MS),
-    ]  # fmt: skip
+        (
+            "per-call overhead",
+            f"median ratio {m50 / d50:.2f}x (p95 {m95 / d95:.2f}x), target <= {TARGET_OVERHEAD}x",
+            m50 / d50 <= TARGET_OVERHEAD,
+        ),
+        (
+            "concurrency",
+            f"emceepee wall {cm / ideal:.2f}x ideal (direct {cd / ideal:.2f}x), target <= {TARGET_CONCURRENCY}x",
+            cm / ideal <= TARGET_CONCURRENCY,
+        ),
+        (
+            "await_activity wake",
+            f"median {wake_ms:.2f} ms (p95 {pct(be, 95) * 1000 if be else math.inf:.2f} ms), target <= {TARGET_WAKE_MS:g} ms",
+            wake_ms <= TARGET_WAKE_MS,
+        ),
+        (
+            "answer latency",
+            f"median {statistics.median(an) * 1000:.1f} ms (p95 {pct(an, 95) * 1000:.1f} ms), target <= {TARGET_ANSWER_MS:g} ms",
+            statistics.median(an) * 1000 <= TARGET_ANSWER_MS,
+        ),
+    ]
     for name, detail, ok in targets:
         print(f"target {name:<20} {detail:<62} {verdict(ok)}")
 

@@ -26,7 +26,11 @@ EXAMPLES = ROOT / "examples" / "servers"
 
 def example_table(name: str, script: str, **extra: Any) -> str:
     """A [servers.NAME] table running one example backend with this Python."""
-    lines = [f"[servers.{name}]", f"command = {json.dumps(sys.executable)}", f"args = [{json.dumps(str(EXAMPLES / script))}]"]
+    lines = [
+        f"[servers.{name}]",
+        f"command = {json.dumps(sys.executable)}",
+        f"args = [{json.dumps(str(EXAMPLES / script))}]",
+    ]
     for key, value in extra.items():
         lines.append(f"{key} = {json.dumps(value) if not isinstance(value, dict) else _inline(value)}")
     return "\n".join(lines) + "\n"
@@ -92,15 +96,24 @@ def serve_command(config: Path) -> list[str]:
 
 def serving(config: Path) -> Client:
     """A host's client for a real `emceepee serve` process, in this test's emceepee home."""
-    params = StdioServerParameters(command=sys.executable, args=serve_command(config)[1:],
-                                   env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"]})  # fmt: skip
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=serve_command(config)[1:],
+        env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"]},
+    )
     return Client(params, mode="legacy")
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`emceepee ARGS…` as a real process (it inherits this test's emceepee home)."""
-    return subprocess.run([sys.executable, "-m", "emceepee_cli", *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "emceepee_cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
 
 
 def alive(pid: int) -> bool:
@@ -120,14 +133,23 @@ class RawHost:
         self.next_id = 0
 
     async def initialize(self) -> None:
-        await self.send("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                       "clientInfo": {"name": "test-host", "version": "0"}})  # fmt: skip
+        await self.send(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "test-host", "version": "0"},
+            },
+        )
         await self.send("notifications/initialized", notify=True)
 
     async def tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Call a meta-tool; its structuredContent."""
         result = await self.send("tools/call", {"name": name, "arguments": arguments})
-        return result.get("structuredContent") or {"content": result["content"], "is_error": result.get("isError", False)}
+        return result.get("structuredContent") or {
+            "content": result["content"],
+            "is_error": result.get("isError", False),
+        }
 
     async def send(self, method: str, params: dict[str, Any] | None = None, notify: bool = False) -> Any:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
@@ -149,9 +171,6 @@ class RawHost:
                 return message["result"]
 
 
-
-
-
 async def until_event(client: Client, wanted: str, task_id: str) -> dict[str, Any]:
     """await_activity until the task's `wanted` status event arrives (the caller bounds the wait)."""
     while True:
@@ -171,8 +190,14 @@ class Terminal:
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.master, slave = os.openpty()
-        self.process = subprocess.Popen([sys.executable, "-m", "emceepee_cli", *args], stdin=slave, stdout=slave,
-                                        stderr=slave, env=env, close_fds=True)  # fmt: skip
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "emceepee_cli", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            close_fds=True,
+        )
         os.close(slave)
         self.raw = b""
         self.pos = 0

@@ -9,12 +9,19 @@ import typer
 
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="Config file (default: $EMCEEPEE_CONFIG, else the user config folder).",
-                 show_default=False),
-]  # fmt: skip
+    typer.Option(
+        "--config",
+        "-c",
+        help="Config file (default: $EMCEEPEE_CONFIG, else the user config folder).",
+        show_default=False,
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (the same shape the meta-tools return).")]
 DbOpt = Annotated[
     Path | None,
-    typer.Option("--db", help="Journal file (default: $EMCEEPEE_DB, else journal.db in the user data folder).",
-                 show_default=False),
-]  # fmt: skip
+    typer.Option(
+        "--db",
+        help="Journal file (default: $EMCEEPEE_DB, else journal.db in the user data folder).",
+        show_default=False,
+    ),
+]

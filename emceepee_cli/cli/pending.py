@@ -33,18 +33,32 @@ from emceepee_cli.store.records import TaskStatus, question_json
 
 LISTING = "See them with: emceepee pending"
 # The flags each shape of question takes, and how to say so.
-ALLOWED = {"form": {"--json", "--decline", "--cancel"}, "url": {"--json", "--decline", "--cancel", "--open"},
-           "sampling": {"--text", "--model"}}  # fmt: skip
-USAGE = {"form": "--json '{...}' (its content), --decline or --cancel",
-         "url": "--json '{}' (done at the URL), --decline or --cancel; --open opens the URL",
-         "sampling": "--text TEXT (and --model M)"}  # fmt: skip
+ALLOWED = {
+    "form": {"--json", "--decline", "--cancel"},
+    "url": {"--json", "--decline", "--cancel", "--open"},
+    "sampling": {"--text", "--model"},
+}
+USAGE = {
+    "form": "--json '{...}' (its content), --decline or --cancel",
+    "url": "--json '{}' (done at the URL), --decline or --cancel; --open opens the URL",
+    "sampling": "--text TEXT (and --model M)",
+}
 ANSWER_FLAGS = {"--json", "--decline", "--cancel", "--text"}
 
-IdArg = Annotated[str, typer.Argument(metavar="ID", help="A pending question's id, or any unique prefix of one.",
-                                      show_default=False)]  # fmt: skip
-AnswerJsonOpt = Annotated[str | None, typer.Option(
-    "--json", help="""Accept with this content, e.g. '{"name": "Ada"}' ('{}' for a URL question).""",
-    show_default=False)]  # fmt: skip
+IdArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="ID", help="A pending question's id, or any unique prefix of one.", show_default=False
+    ),
+]
+AnswerJsonOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--json",
+        help="""Accept with this content, e.g. '{"name": "Ada"}' ('{}' for a URL question).""",
+        show_default=False,
+    ),
+]
 DeclineOpt = Annotated[bool, typer.Option("--decline", help="Decline the question (elicitation).")]
 CancelOpt = Annotated[
     bool, typer.Option("--cancel", help="Dismiss the question without choosing (elicitation).")
@@ -52,8 +66,10 @@ CancelOpt = Annotated[
 TextOpt = Annotated[
     str | None, typer.Option("--text", help="The reply to a sampling request.", show_default=False)
 ]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="The model a sampling reply names (default: human).",
-                                              show_default=False)]  # fmt: skip
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", help="The model a sampling reply names (default: human).", show_default=False),
+]
 OpenOpt = Annotated[bool, typer.Option("--open", help="Open a URL question's address in the browser first.")]
 
 
@@ -63,14 +79,27 @@ def pending(db: DbOpt = None, json: JsonOpt = False) -> None:
     if json:
         render.as_json({"pending": [question_json(r) for r in rows]})
         return
-    render.table("Pending questions", ("id", "kind", "server", "task", "age", "question"),
-                 ((r["request_id"], r["kind"], r["server"], r["task_id"], age(r["created_at"]), question_text(r))
-                  for r in rows),
-                 empty="No pending questions.")  # fmt: skip
+    render.table(
+        "Pending questions",
+        ("id", "kind", "server", "task", "age", "question"),
+        (
+            (r["request_id"], r["kind"], r["server"], r["task_id"], age(r["created_at"]), question_text(r))
+            for r in rows
+        ),
+        empty="No pending questions.",
+    )
 
 
-def answer(request_id: IdArg, json: AnswerJsonOpt = None, decline: DeclineOpt = False, cancel: CancelOpt = False,
-           text: TextOpt = None, model: ModelOpt = None, open_: OpenOpt = False, db: DbOpt = None) -> None:  # fmt: skip
+def answer(
+    request_id: IdArg,
+    json: AnswerJsonOpt = None,
+    decline: DeclineOpt = False,
+    cancel: CancelOpt = False,
+    text: TextOpt = None,
+    model: ModelOpt = None,
+    open_: OpenOpt = False,
+    db: DbOpt = None,
+) -> None:
     """Answer a backend's question: a form, a URL to visit, or a sampling request."""
     journal = Journal(db)  # not open_journal: a dead owner's question is explained below, not rejected unseen
     row = find(journal, request_id)
@@ -115,8 +144,11 @@ def question_text(row: dict[str, Any]) -> str:
 
 def content_text(content: Any) -> str:
     blocks = content if isinstance(content, list) else [content]
-    return " ".join(str(b.get("text", "")) if b.get("type") == "text" else f"[{b.get('type')}]"
-                    for b in blocks if isinstance(b, dict))  # fmt: skip
+    return " ".join(
+        str(b.get("text", "")) if b.get("type") == "text" else f"[{b.get('type')}]"
+        for b in blocks
+        if isinstance(b, dict)
+    )
 
 
 def age(at: str, now: datetime | None = None) -> str:
@@ -155,15 +187,22 @@ def deliverer(journal: Journal, row: dict[str, Any]) -> str:
     owner = journal.instance(row["instance_id"])
     if owner is not None and journal.instance_alive(owner):
         return f"the emceepee process that asked (pid {owner['pid']}) will pass it to the backend within a moment."
-    seen = (f"(pid {owner['pid']}, last seen {age(owner.get('stopped_at') or owner['heartbeat_at'])} ago)"
-            if owner is not None else "(no record of it)")  # fmt: skip
+    seen = (
+        f"(pid {owner['pid']}, last seen {age(owner.get('stopped_at') or owner['heartbeat_at'])} ago)"
+        if owner is not None
+        else "(no record of it)"
+    )
     task = journal.task(row["task_id"]) if row.get("task_id") else None
     if task is not None and task.get("request_state") is not None and task["status"] == TaskStatus.WORKING:
-        return (f"the emceepee process that asked {seen} has stopped; the answer will be delivered when emceepee "
-                f"next starts (it resumes the call).")  # fmt: skip
-    raise UsageError(f"The emceepee process that asked question {row['request_id']} {seen} is gone, so no backend is "
-                     f"waiting for the answer. Nothing was answered.",
-                     hint="Call the tool again from your MCP host; it will ask again.")  # fmt: skip
+        return (
+            f"the emceepee process that asked {seen} has stopped; the answer will be delivered when emceepee "
+            f"next starts (it resumes the call)."
+        )
+    raise UsageError(
+        f"The emceepee process that asked question {row['request_id']} {seen} is gone, so no backend is "
+        f"waiting for the answer. Nothing was answered.",
+        hint="Call the tool again from your MCP host; it will ask again.",
+    )
 
 
 def _not_pending(row: dict[str, Any]) -> UsageError:
@@ -187,8 +226,14 @@ class Given:
 
     @property
     def used(self) -> set[str]:
-        flags = {"--json": self.json is not None, "--decline": self.decline, "--cancel": self.cancel,
-                 "--text": self.text is not None, "--model": self.model is not None, "--open": self.open}  # fmt: skip
+        flags = {
+            "--json": self.json is not None,
+            "--decline": self.decline,
+            "--cancel": self.cancel,
+            "--text": self.text is not None,
+            "--model": self.model is not None,
+            "--open": self.open,
+        }
         return {flag for flag, on in flags.items() if on}
 
     def check(self, row: dict[str, Any]) -> None:
@@ -202,8 +247,10 @@ class Given:
         if len(chosen := sorted(self.used & {"--json", "--decline", "--cancel"})) > 1:
             raise UsageError(f"Give only one of {', '.join(chosen)}.")
         if not self.used & ANSWER_FLAGS and not sys.stdin.isatty():
-            raise UsageError(f"Question {rid} needs an answer, and there is no terminal to ask it on.",
-                             hint=f"Give the answer with {USAGE[kind]}.")  # fmt: skip
+            raise UsageError(
+                f"Question {rid} needs an answer, and there is no terminal to ask it on.",
+                hint=f"Give the answer with {USAGE[kind]}.",
+            )
 
 
 def build_reply(row: dict[str, Any], given: Given) -> dict[str, Any]:
@@ -254,8 +301,10 @@ def ask_text() -> str:
 def ask_done(row: dict[str, Any]) -> dict[str, Any]:
     if render.ask("Done? [y/N] ").strip().lower() in ("y", "yes"):
         return {}
-    raise UsageError(f"Nothing was answered; question {row['request_id']} is still pending.",
-                     hint=f"Run emceepee answer {row['request_id']} again when you are done, or use --decline / --cancel.")  # fmt: skip
+    raise UsageError(
+        f"Nothing was answered; question {row['request_id']} is still pending.",
+        hint=f"Run emceepee answer {row['request_id']} again when you are done, or use --decline / --cancel.",
+    )
 
 
 # ---- asking for a form at the terminal ------------------------------------------------------------
@@ -282,8 +331,12 @@ class Field:
         if self.choices:
             base = f"1-{len(self.choices)}" + (", several comma-separated" if self.kind == "array" else "")
         else:
-            base = {"boolean": "y/n", "integer": "a whole number", "number": "a number",
-                    "array": "values, comma-separated"}.get(self.kind, "text")  # fmt: skip
+            base = {
+                "boolean": "y/n",
+                "integer": "a whole number",
+                "number": "a number",
+                "array": "values, comma-separated",
+            }.get(self.kind, "text")
         if "default" in self.prop:
             return f"{base}, Enter = {self.shown(self.prop['default'])}"
         return base if self.required else f"{base}, Enter skips"

@@ -54,4 +54,3 @@ def error(exc: EmceepeeError) -> None:
     err.print(f"Error: {exc.message}", style="bold red", markup=False, highlight=False)
     if exc.hint:
         err.print(exc.hint, markup=False, highlight=False)
-

@@ -17,8 +17,12 @@ app = typer.Typer(help="List, add and remove backend servers in the config.", no
 
 
 def server_row(spec: ServerSpec) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": spec.name, "transport": spec.transport, "enabled": spec.enabled,
-                           "protocol": spec.protocol}  # fmt: skip
+    row: dict[str, Any] = {
+        "name": spec.name,
+        "transport": spec.transport,
+        "enabled": spec.enabled,
+        "protocol": spec.protocol,
+    }
     if spec.url is not None:
         row["url"] = spec.url
     else:
@@ -39,10 +43,18 @@ def list_(config: ConfigOpt = None, json: JsonOpt = False) -> None:
     render.table(
         f"Servers in {loaded.path}",
         ("name", "transport", "target", "enabled", "protocol"),
-        ((r["name"], r["transport"], r.get("url") or " ".join([r["command"], *r["args"]]), r["enabled"], r["protocol"])
-         for r in rows),
+        (
+            (
+                r["name"],
+                r["transport"],
+                r.get("url") or " ".join([r["command"], *r["args"]]),
+                r["enabled"],
+                r["protocol"],
+            )
+            for r in rows
+        ),
         empty=f"No servers in {loaded.path}. Add one with: emceepee servers add NAME -- COMMAND [ARGS…]",
-    )  # fmt: skip
+    )
     for problem in problems:
         render.warn(problem)
 
@@ -50,10 +62,16 @@ def list_(config: ConfigOpt = None, json: JsonOpt = False) -> None:
 @app.command("add", context_settings={"ignore_unknown_options": True})
 def add(
     name: Annotated[str, typer.Argument(help="Name for the server.")],
-    command: Annotated[list[str] | None, typer.Argument(help="After `--`: the command and its arguments.")] = None,
+    command: Annotated[
+        list[str] | None, typer.Argument(help="After `--`: the command and its arguments.")
+    ] = None,
     url: Annotated[str | None, typer.Option(help="URL of a remote Streamable HTTP server.")] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V for the server's environment; repeatable.")] = None,
-    header: Annotated[list[str] | None, typer.Option("--header", "-H", help="K=V HTTP header; repeatable.")] = None,
+    env: Annotated[
+        list[str] | None, typer.Option("--env", "-e", help="K=V for the server's environment; repeatable.")
+    ] = None,
+    header: Annotated[
+        list[str] | None, typer.Option("--header", "-H", help="K=V HTTP header; repeatable.")
+    ] = None,
     cwd: Annotated[str | None, typer.Option(help="Working directory for the command.")] = None,
     protocol: Annotated[str, typer.Option(help="legacy (default), modern or auto.")] = "legacy",
     replace: Annotated[bool, typer.Option(help="Replace a server of the same name.")] = False,
@@ -61,8 +79,10 @@ def add(
 ) -> None:
     """Add a server: `emceepee servers add git -- uvx mcp-server-git` or `--url https://…`."""
     if bool(command) == bool(url):
-        raise UsageError("Give either a command after `--` or --url, not both and not neither.",
-                         hint="Example: emceepee servers add git -- uvx mcp-server-git --repository ~/src/app")  # fmt: skip
+        raise UsageError(
+            "Give either a command after `--` or --url, not both and not neither.",
+            hint="Example: emceepee servers add git -- uvx mcp-server-git --repository ~/src/app",
+        )
     spec = ServerSpec(
         name=name,
         command=command[0] if command else None,
@@ -78,7 +98,9 @@ def add(
 
 
 @app.command("remove")
-def remove(name: Annotated[str, typer.Argument(help="The server to remove.")], config: ConfigOpt = None) -> None:
+def remove(
+    name: Annotated[str, typer.Argument(help="The server to remove.")], config: ConfigOpt = None
+) -> None:
     """Remove a server from the config."""
     path = config_mod.remove_server(name, paths.config_path(config))
     render.line(f"Removed '{name}' from {path}.")

@@ -15,7 +15,9 @@ from emceepee_cli.ids import resolve_prefix
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskStatus, task_json
 
-app = typer.Typer(help="List, inspect and cancel tasks (tool calls that outlived their wait).", no_args_is_help=True)
+app = typer.Typer(
+    help="List, inspect and cancel tasks (tool calls that outlived their wait).", no_args_is_help=True
+)
 
 IdArg = Annotated[str, typer.Argument(help="A task id, or any unique prefix of one.")]
 
@@ -27,7 +29,9 @@ def open_journal(db: object) -> Journal:
 
 
 def find(journal: Journal, task_id: str) -> dict[str, object]:
-    row = journal.task(resolve_prefix(task_id, journal.task_ids(), "task", "See them with: emceepee tasks list --all"))
+    row = journal.task(
+        resolve_prefix(task_id, journal.task_ids(), "task", "See them with: emceepee tasks list --all")
+    )
     if row is None:
         raise NotFound(f"No task '{task_id}'.")
     return row
@@ -43,15 +47,29 @@ def list_(
 ) -> None:
     """List tasks (by default, those still working)."""
     if status is not None and status not in TaskStatus.__members__.values():
-        raise UsageError(f"Unknown status '{status}'.", hint=f"Use one of: {', '.join(s.value for s in TaskStatus)}.")
+        raise UsageError(
+            f"Unknown status '{status}'.", hint=f"Use one of: {', '.join(s.value for s in TaskStatus)}."
+        )
     rows = [task_json(r) for r in open_journal(db).tasks(server=server, status=status, include_finished=all_)]
     if json:
         render.as_json({"tasks": rows})
         return
-    render.table("Tasks", ("id", "status", "server", "tool", "created", "detail"),
-                 ((t["task_id"], t["status"], t["server"], t["tool"], t["created_at"],
-                   t.get("error") or t.get("status_message") or "") for t in rows),
-                 empty="No tasks." + ("" if all_ else " (--all includes finished ones)"))  # fmt: skip
+    render.table(
+        "Tasks",
+        ("id", "status", "server", "tool", "created", "detail"),
+        (
+            (
+                t["task_id"],
+                t["status"],
+                t["server"],
+                t["tool"],
+                t["created_at"],
+                t.get("error") or t.get("status_message") or "",
+            )
+            for t in rows
+        ),
+        empty="No tasks." + ("" if all_ else " (--all includes finished ones)"),
+    )
 
 
 @app.command("show")
@@ -75,7 +93,9 @@ def result(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
         render.as_json(out.model_dump(by_alias=True, mode="json", exclude_none=True))
         return
     for block in out.content:
-        render.line(getattr(block, "text", None) or jsonlib.dumps(block.model_dump(mode="json", exclude_none=True)))
+        render.line(
+            getattr(block, "text", None) or jsonlib.dumps(block.model_dump(mode="json", exclude_none=True))
+        )
 
 
 @app.command("cancel")
@@ -85,4 +105,6 @@ def cancel(task_id: IdArg, db: DbOpt = None) -> None:
     row = find(journal, task_id)
     if row["status"] != TaskStatus.WORKING or not journal.request_cancel(str(row["task_id"])):
         raise UsageError(f"Task {row['task_id']} is already {journal.task(str(row['task_id']))['status']}.")  # type: ignore[index]
-    render.line(f"Asked the emceepee process that owns task {row['task_id']} to cancel it (it checks several times a second).")
+    render.line(
+        f"Asked the emceepee process that owns task {row['task_id']} to cancel it (it checks several times a second)."
+    )

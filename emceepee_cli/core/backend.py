@@ -96,7 +96,9 @@ class Backend:
 
     def __repr__(self) -> str:
         pid = f" pid={self.pid}" if self.pid else ""
-        return f"<Backend {self.name} {self.status}{pid} restarts={self.restarts} tools={len(self.offer.tools)}>"
+        return (
+            f"<Backend {self.name} {self.status}{pid} restarts={self.restarts} tools={len(self.offer.tools)}>"
+        )
 
     @property
     def name(self) -> str:
@@ -215,7 +217,12 @@ class Backend:
         env = get_default_environment() | dict(spec.env)
         try:
             opened = transport.open_stdio(
-                spec.command, spec.args, env=env, cwd=spec.cwd, stderr_log=self.log_path, on_stderr=self._on_stderr
+                spec.command,
+                spec.args,
+                env=env,
+                cwd=spec.cwd,
+                stderr_log=self.log_path,
+                on_stderr=self._on_stderr,
             )
             async with opened as (read, write, process):
                 self.process = process
@@ -224,7 +231,9 @@ class Backend:
                     yield read, write
                     tg.cancel_scope.cancel()
         except FileNotFoundError as exc:
-            raise BackendError(f"Cannot start '{spec.command}': {exc.strerror}", hint="Check the server's `command`.") from exc
+            raise BackendError(
+                f"Cannot start '{spec.command}': {exc.strerror}", hint="Check the server's `command`."
+            ) from exc
 
     async def _handshake(self, session: ClientSession) -> None:
         if self.spec.protocol == "legacy":
@@ -263,7 +272,9 @@ class Backend:
         refresh = _REFRESHERS.get(type(message))
         if refresh is not None and self._refresh is not None and self.session is not None:
             self._refresh(lambda s=self.session: refresh(self, s))
-        params = message.params.model_dump(by_alias=True, mode="json", exclude_none=True) if message.params else {}
+        params = (
+            message.params.model_dump(by_alias=True, mode="json", exclude_none=True) if message.params else {}
+        )
         self.sink.notification(self.name, message.method, params)
 
     # ---- requests -------------------------------------------------------------------------
@@ -309,7 +320,9 @@ class Backend:
                         hint="It is being restarted; retry the call once list_servers shows it ready.",
                     ) from exc
                 raise BackendError(f"Lost the connection to backend '{self.name}' during {what}") from exc
-            raise BackendError(f"Backend '{self.name}' answered {what} with error {exc.code}: {exc.message}") from exc
+            raise BackendError(
+                f"Backend '{self.name}' answered {what} with error {exc.code}: {exc.message}"
+            ) from exc
         except RuntimeError as exc:  # e.g. structured content that fails the tool's own output schema
             raise BackendError(f"Backend '{self.name}' sent an invalid result for {what}: {exc}") from exc
 
@@ -376,7 +389,9 @@ async def _logged(backend: Backend, fn: Callable[[], Awaitable[None]]) -> None:
         with anyio.fail_after(LIST_TIMEOUT_S):
             await fn()
     except Exception as exc:  # noqa: BLE001 - a failed refresh keeps the old listing
-        backend.sink.log(backend.name, "warning", f"refreshing the listing failed: {describe(exc)}", "emceepee")
+        backend.sink.log(
+            backend.name, "warning", f"refreshing the listing failed: {describe(exc)}", "emceepee"
+        )
 
 
 async def first_of(*events: anyio.Event) -> None:
@@ -386,7 +401,9 @@ async def first_of(*events: anyio.Event) -> None:
             tg.start_soon(_set_when, event, None, tg.cancel_scope)
 
 
-async def _set_when(event: anyio.Event, target: anyio.Event | None, scope: anyio.CancelScope | None = None) -> None:
+async def _set_when(
+    event: anyio.Event, target: anyio.Event | None, scope: anyio.CancelScope | None = None
+) -> None:
     await event.wait()
     if target is not None:
         target.set()

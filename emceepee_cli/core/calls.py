@@ -89,8 +89,10 @@ def outcome(row: dict[str, Any]) -> types.CallToolResult | dict[str, Any]:
     if status == TaskStatus.COMPLETED:
         return types.CallToolResult.model_validate_json(row["result"])
     if status in FINISHED_TASK:
-        raise TaskEnded(f"Task {row['task_id']} ({row['server']}.{row['tool']}) {status.value}: {row.get('error') or 'no reason recorded'}",
-                        hint=_ENDED_HINT[status])  # fmt: skip
+        raise TaskEnded(
+            f"Task {row['task_id']} ({row['server']}.{row['tool']}) {status.value}: {row.get('error') or 'no reason recorded'}",
+            hint=_ENDED_HINT[status],
+        )
     return {"task": task_json(row)}
 
 
@@ -119,7 +121,11 @@ def step_answer(kind: str, result: Any) -> dict[str, Any]:
 
 
 def sampling_answer(text: str, model: str | None, stop_reason: str | None) -> dict[str, Any]:
-    answer: dict[str, Any] = {"role": "assistant", "content": {"type": "text", "text": text}, "model": model or "unknown"}
+    answer: dict[str, Any] = {
+        "role": "assistant",
+        "content": {"type": "text", "text": text},
+        "model": model or "unknown",
+    }
     if stop_reason:
         answer["stop_reason"] = stop_reason
     return answer

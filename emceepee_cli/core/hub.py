@@ -41,6 +41,7 @@ WATCH_INTERVAL_S = 0.1  # how soon a cancel or an answer written by the CLI is n
 PURGE_EVERY_S = 3600.0
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
+
 def dump(model: Any) -> dict[str, Any]:
     """An SDK model as our snake_case JSON (without the SDK's own `result_type` marker)."""
     out: dict[str, Any] = model.model_dump(mode="json", exclude_none=True)
@@ -49,8 +50,14 @@ def dump(model: Any) -> dict[str, Any]:
 
 
 class Hub:
-    def __init__(self, config: Config, task_group: anyio.abc.TaskGroup, journal: AsyncJournal, instance_id: str,
-                 log_dir: Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: Config,
+        task_group: anyio.abc.TaskGroup,
+        journal: AsyncJournal,
+        instance_id: str,
+        log_dir: Path | None = None,
+    ) -> None:
         self.config = config
         self.task_group = task_group
         self.journal = journal
@@ -93,7 +100,11 @@ class Hub:
     async def _watch(self) -> None:
         """Heartbeat, notice journal changes made by others (CLI cancels and answers), expire, purge."""
         with self._watcher:
-            state = {"version": await self.journal.data_version(), "beat": anyio.current_time(), "purge": anyio.current_time()}
+            state = {
+                "version": await self.journal.data_version(),
+                "beat": anyio.current_time(),
+                "purge": anyio.current_time(),
+            }
             while True:
                 await anyio.sleep(WATCH_INTERVAL_S)
                 await self.guarded(lambda: self._tick(state))
@@ -134,14 +145,18 @@ class Hub:
         self.events.emit("notification", server, {"method": method, "params": params})
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
-        self.logs.append({"time": now_iso(), "server": server, "level": level, "source": source, "message": message})
+        self.logs.append(
+            {"time": now_iso(), "server": server, "level": level, "source": source, "message": message}
+        )
 
     async def question(self, backend: Backend, kind: str, params: Any) -> Any:
         """A handshake-era backend asks mid-call: park (and maybe forward) it, return the answer."""
         calls = self.tasks.in_flight(backend.name)
         task_id, correlation = (calls[0].call_id, "sole") if len(calls) == 1 else (None, "server")
         dumped = params.model_dump(mode="json", exclude_none=True)
-        question = await self.questions.ask(backend.name, kind, dumped, task_id=task_id, correlation=correlation)
+        question = await self.questions.ask(
+            backend.name, kind, dumped, task_id=task_id, correlation=correlation
+        )
         return backend_reply(await self.questions.wait(question), kind)
 
     def status_changed(self, backend: Backend, previous: Status) -> None:
@@ -149,7 +164,10 @@ class Hub:
         self.log(backend.name, "info", f"{previous} -> {backend.status}{detail}", "emceepee")
         kind = _SERVER_EVENTS.get((previous, backend.status)) or _SERVER_EVENTS.get((None, backend.status))
         if kind:
-            data = {"status": backend.status.value, **({"error": backend.last_error} if backend.last_error else {})}
+            data = {
+                "status": backend.status.value,
+                **({"error": backend.last_error} if backend.last_error else {}),
+            }
             self.events.emit(kind, backend.name, data)
 
     # ---- looking things up ------------------------------------------------------------------
@@ -159,7 +177,10 @@ class Hub:
         if backend is None:
             broken = [p for p in self.config.problems if p.server == name]
             if broken:
-                raise NotFound(f"Server '{name}' is in the config but could not load: {broken[0]}", hint="Fix the config.")
+                raise NotFound(
+                    f"Server '{name}' is in the config but could not load: {broken[0]}",
+                    hint="Fix the config.",
+                )
             known = ", ".join(sorted(self.backends)) or "none"
             raise NotFound(
                 f"Unknown server '{name}'. Known: {known}.",
@@ -186,10 +207,17 @@ class Hub:
     def list_servers(self) -> dict[str, Any]:
         servers = [_server_row(b) for b in self.backends.values()]
         servers += [
-            {"name": p.server, "status": Status.FAILED.value, "transport": None, "tools": 0, "restarts": 0,
-             "last_error": f"config: {p}"}
-            for p in self.config.problems if p.server and p.server not in self.backends
-        ]  # fmt: skip
+            {
+                "name": p.server,
+                "status": Status.FAILED.value,
+                "transport": None,
+                "tools": 0,
+                "restarts": 0,
+                "last_error": f"config: {p}",
+            }
+            for p in self.config.problems
+            if p.server and p.server not in self.backends
+        ]
         out: dict[str, Any] = {"servers": servers}
         general = [str(p) for p in self.config.problems if not p.server]
         if general:
@@ -198,7 +226,10 @@ class Hub:
 
     async def add_server(self, spec: ServerSpec, persist: bool) -> dict[str, Any]:
         if spec.name in self.backends:
-            raise UsageError(f"Server '{spec.name}' already exists.", hint=f"Remove it first with remove_server('{spec.name}').")
+            raise UsageError(
+                f"Server '{spec.name}' already exists.",
+                hint=f"Remove it first with remove_server('{spec.name}').",
+            )
         if persist:
             config_mod.add_server(spec, self.config.path)
         else:
@@ -225,7 +256,10 @@ class Hub:
         try:
             matcher = re.compile(pattern, re.IGNORECASE) if pattern else None
         except re.error as exc:
-            raise UsageError(f"pattern is not a valid regular expression: {exc}", hint="Escape special characters, e.g. '\\.'.") from exc
+            raise UsageError(
+                f"pattern is not a valid regular expression: {exc}",
+                hint="Escape special characters, e.g. '\\.'.",
+            ) from exc
         groups = []
         for backend in await self._selected(server):
             group: dict[str, Any] = {"server": backend.name, "status": backend.status.value}
@@ -241,8 +275,14 @@ class Hub:
             groups.append(group)
         return {"servers": groups}
 
-    async def execute_tool(self, server: str, tool: str, args: dict[str, Any] | None, timeout_ms: int | None = None,
-                           relay: Relay | None = None) -> types.CallToolResult | dict[str, Any]:  # fmt: skip
+    async def execute_tool(
+        self,
+        server: str,
+        tool: str,
+        args: dict[str, Any] | None,
+        timeout_ms: int | None = None,
+        relay: Relay | None = None,
+    ) -> types.CallToolResult | dict[str, Any]:
         """The backend's result if it comes within `timeout_ms`; else the task it became."""
         backend = await self.ready(server)
         spec = await backend.tool(tool)
@@ -261,8 +301,10 @@ class Hub:
         return self.questions.for_client()
 
     def pending_for_server(self, server: str) -> dict[str, Any]:
-        return {"elicitations_for_server": self.questions.listed(ELICITATION, server),
-                "sampling_requests_for_server": self.questions.listed(SAMPLING, server)}  # fmt: skip
+        return {
+            "elicitations_for_server": self.questions.listed(ELICITATION, server),
+            "sampling_requests_for_server": self.questions.listed(SAMPLING, server),
+        }
 
     async def await_activity(self, timeout_ms: int) -> dict[str, Any]:
         if self.events.waiting():
@@ -273,21 +315,29 @@ class Hub:
         events = self.events.take()
         if not triggers:
             seen = {(e["type"], e["server"]) for e in events}
-            triggers = [{"type": "event", "event_type": t, "server": srv} for t, srv in sorted(seen, key=str)] or [{"type": "timeout"}]
-        return {"triggers": triggers, "events": events, "pending_server": self.tasks.working(),
-                "pending_client": {"elicitations": [], "sampling_requests": [], **self.pending_client()}}  # fmt: skip
+            triggers = [
+                {"type": "event", "event_type": t, "server": srv} for t, srv in sorted(seen, key=str)
+            ] or [{"type": "timeout"}]
+        return {
+            "triggers": triggers,
+            "events": events,
+            "pending_server": self.tasks.working(),
+            "pending_client": {"elicitations": [], "sampling_requests": [], **self.pending_client()},
+        }
 
     # ---- resources and prompts -------------------------------------------------------------
 
     async def list_resources(self, server: str | None) -> dict[str, Any]:
         groups = []
         for backend in await self._selected(server):
-            groups.append({
-                "server": backend.name,
-                "status": backend.status.value,
-                "resources": [dump(r) for r in backend.offer.resources],
-                "resource_templates": [dump(t) for t in backend.offer.templates],
-            })  # fmt: skip
+            groups.append(
+                {
+                    "server": backend.name,
+                    "status": backend.status.value,
+                    "resources": [dump(r) for r in backend.offer.resources],
+                    "resource_templates": [dump(t) for t in backend.offer.templates],
+                }
+            )
         return {"servers": groups}
 
     async def read_resource(self, server: str, uri: str) -> types.ReadResourceResult:
@@ -305,7 +355,10 @@ class Hub:
         backend = await self.ready(server)
         if name not in backend.offer.prompts:
             known = ", ".join(sorted(backend.offer.prompts)) or "none"
-            raise NotFound(f"Backend '{server}' has no prompt '{name}'. Known: {known}.", hint=f"See list_prompts(server='{server}').")
+            raise NotFound(
+                f"Backend '{server}' has no prompt '{name}'. Known: {known}.",
+                hint=f"See list_prompts(server='{server}').",
+            )
         result = await backend.request(f"prompts/get '{name}'", lambda s: s.get_prompt(name, arguments))
         return dump(result)
 

@@ -30,8 +30,11 @@ if TYPE_CHECKING:
 
 Kind = str  # "elicitation" | "sampling"
 ELICITATION, SAMPLING = "elicitation", "sampling"
-ACTION_STATUS = {"accept": ElicitationStatus.ACCEPTED, "decline": ElicitationStatus.DECLINED,
-                 "cancel": ElicitationStatus.CANCELLED}  # fmt: skip
+ACTION_STATUS = {
+    "accept": ElicitationStatus.ACCEPTED,
+    "decline": ElicitationStatus.DECLINED,
+    "cancel": ElicitationStatus.CANCELLED,
+}
 
 
 @dataclass(eq=False)
@@ -60,18 +63,41 @@ class Questions:
 
     # ---- asking ------------------------------------------------------------------------------
 
-    async def ask(self, server: str, kind: Kind, params: dict[str, Any], *, task_id: str | None, correlation: str,
-                  input_key: str | None = None, round_: int = 0) -> Question:  # fmt: skip
+    async def ask(
+        self,
+        server: str,
+        kind: Kind,
+        params: dict[str, Any],
+        *,
+        task_id: str | None,
+        correlation: str,
+        input_key: str | None = None,
+        round_: int = 0,
+    ) -> Question:
         timeout_s = self.hub.config.defaults.pending_timeout_ms / 1000
-        row = {"request_id": new_id(), "instance_id": self.hub.instance_id, "server": server, "kind": kind,
-               "params": params, "status": "pending", "task_id": task_id, "correlation": correlation,
-               "input_key": input_key, "round": round_, "created_at": now_iso(), "expires_at": now_iso(timeout_s)}  # fmt: skip
+        row = {
+            "request_id": new_id(),
+            "instance_id": self.hub.instance_id,
+            "server": server,
+            "kind": kind,
+            "params": params,
+            "status": "pending",
+            "task_id": task_id,
+            "correlation": correlation,
+            "input_key": input_key,
+            "round": round_,
+            "created_at": now_iso(),
+            "expires_at": now_iso(timeout_s),
+        }
         question = Question(row)
         self.live[question.request_id] = question
         with anyio.CancelScope(shield=True):
             await self.hub.journal.insert_pending(row)
-        self.hub.events.emit("pending_request", server, {"request_id": question.request_id, "kind": kind,
-                                                          "task_id": task_id, "correlation": correlation})  # fmt: skip
+        self.hub.events.emit(
+            "pending_request",
+            server,
+            {"request_id": question.request_id, "kind": kind, "task_id": task_id, "correlation": correlation},
+        )
         if self._should_forward(server, kind, params):
             question.forwarding = True
             self.hub.task_group.start_soon(self._forward, question, name=f"forward {question.request_id}")
@@ -95,7 +121,9 @@ class Questions:
         finally:
             with anyio.CancelScope(shield=True):
                 if not question.answered.is_set():
-                    await self.settle(question.request_id, "rejected", error="the backend withdrew the request, or stopped")
+                    await self.settle(
+                        question.request_id, "rejected", error="the backend withdrew the request, or stopped"
+                    )
                 self.live.pop(question.request_id, None)
         return question.row
 
@@ -129,13 +157,29 @@ class Questions:
                     request = types.ElicitRequest(params=_elicit_params(row["params"]))
                     result: Any = await upstream.send_request(request, types.ElicitResult)
                 else:
-                    request = types.CreateMessageRequest(params=types.CreateMessageRequestParams.model_validate(row["params"]))
+                    request = types.CreateMessageRequest(
+                        params=types.CreateMessageRequestParams.model_validate(row["params"])
+                    )
                     result = await upstream.send_request(request, types.CreateMessageResult)
-            await self.answer(question.request_id, result.model_dump(by_alias=True, mode="json", exclude_none=True), by="host")
+            await self.answer(
+                question.request_id,
+                result.model_dump(by_alias=True, mode="json", exclude_none=True),
+                by="host",
+            )
         except EmceepeeError as exc:  # the host's answer was invalid, or someone answered first
-            self.hub.log(row["server"], "warning", f"the host's answer to {question.request_id} was not used: {exc.message}", "emceepee")
+            self.hub.log(
+                row["server"],
+                "warning",
+                f"the host's answer to {question.request_id} was not used: {exc.message}",
+                "emceepee",
+            )
         except Exception as exc:  # noqa: BLE001 - forwarding is best effort: park instead
-            self.hub.log(row["server"], "warning", f"forwarding {question.request_id} to the host failed ({exc!r}); parked", "emceepee")
+            self.hub.log(
+                row["server"],
+                "warning",
+                f"forwarding {question.request_id} to the host failed ({exc!r}); parked",
+                "emceepee",
+            )
         finally:
             question.forwarding = False
             if not question.answered.is_set():
@@ -145,26 +189,44 @@ class Questions:
 
     async def resolve(self, request_id: str) -> dict[str, Any]:
         if len(request_id) != 26:
-            request_id = resolve_prefix(request_id, await self.hub.journal.pending_ids(), "pending request",
-                                        "get_elicitations / get_sampling_requests list them.")  # fmt: skip
+            request_id = resolve_prefix(
+                request_id,
+                await self.hub.journal.pending_ids(),
+                "pending request",
+                "get_elicitations / get_sampling_requests list them.",
+            )
         row = await self.hub.journal.pending_row(request_id.upper())
         if row is None:
-            raise NotFound(f"No pending request '{request_id}'.", hint="get_elicitations / get_sampling_requests list them.")
+            raise NotFound(
+                f"No pending request '{request_id}'.",
+                hint="get_elicitations / get_sampling_requests list them.",
+            )
         return row
 
-    async def answer(self, request_id: str, answer: dict[str, Any], by: str, kind: Kind | None = None) -> dict[str, Any]:
+    async def answer(
+        self, request_id: str, answer: dict[str, Any], by: str, kind: Kind | None = None
+    ) -> dict[str, Any]:
         """Check an answer against the question and record it; the first answer wins."""
         row = await self.resolve(request_id)
         if kind is not None and row["kind"] != kind:
             other = "respond_to_sampling" if row["kind"] == SAMPLING else "respond_to_elicitation"
-            raise UsageError(f"Request {row['request_id']} is a {row['kind']} request.", hint=f"Answer it with {other}.")
+            raise UsageError(
+                f"Request {row['request_id']} is a {row['kind']} request.", hint=f"Answer it with {other}."
+            )
         status = check_answer(row, answer)
         if not await self.settle(row["request_id"], status, answer=answer, by=by):
             raise already_answered(await self.hub.journal.pending_row(row["request_id"]) or row)
         return question_json(await self.hub.journal.pending_row(row["request_id"]) or row)
 
-    async def settle(self, request_id: str, status: str, *, answer: dict[str, Any] | None = None,
-                     by: str | None = None, error: str | None = None) -> bool:  # fmt: skip
+    async def settle(
+        self,
+        request_id: str,
+        status: str,
+        *,
+        answer: dict[str, Any] | None = None,
+        by: str | None = None,
+        error: str | None = None,
+    ) -> bool:
         if not await self.hub.journal.settle_pending(request_id, status, answer=answer, by=by, error=error):
             return False
         await self._woken(request_id)
@@ -177,12 +239,17 @@ class Questions:
             return
         question.row = row
         question.answered.set()
-        self.hub.events.emit("pending_settled", row["server"], {"request_id": request_id, "status": row["status"],
-                                                                 "answered_by": row.get("answered_by")})  # fmt: skip
+        self.hub.events.emit(
+            "pending_settled",
+            row["server"],
+            {"request_id": request_id, "status": row["status"], "answered_by": row.get("answered_by")},
+        )
 
     async def withdraw(self, task_id: str, why: str) -> None:
         """Reject the open questions of a call that ended without them."""
-        for question in [q for q in self.live.values() if q.row["task_id"] == task_id and not q.answered.is_set()]:
+        for question in [
+            q for q in self.live.values() if q.row["task_id"] == task_id and not q.answered.is_set()
+        ]:
             await self.settle(question.request_id, "rejected", error=why)
 
     # ---- housekeeping (the hub's watcher) --------------------------------------------------
@@ -196,20 +263,32 @@ class Questions:
 
     async def expire_due(self) -> None:
         now = now_iso()
-        for question in [q for q in self.live.values() if q.row["expires_at"] < now and not q.answered.is_set()]:
+        for question in [
+            q for q in self.live.values() if q.row["expires_at"] < now and not q.answered.is_set()
+        ]:
             await self.settle(question.request_id, "expired", error="nobody answered in time")
 
     # ---- views -----------------------------------------------------------------------------
 
-    def listed(self, kind: Kind | None = None, server: str | None = None, task_id: str | None = None) -> list[dict[str, Any]]:
+    def listed(
+        self, kind: Kind | None = None, server: str | None = None, task_id: str | None = None
+    ) -> list[dict[str, Any]]:
         """This process's open questions that wait on the client (not those the host is showing now)."""
-        return [question_json(q.row) for q in self.live.values()
-                if not q.answered.is_set() and not q.forwarding and (kind is None or q.row["kind"] == kind)
-                and (server is None or q.row["server"] == server) and (task_id is None or q.row["task_id"] == task_id)]  # fmt: skip
+        return [
+            question_json(q.row)
+            for q in self.live.values()
+            if not q.answered.is_set()
+            and not q.forwarding
+            and (kind is None or q.row["kind"] == kind)
+            and (server is None or q.row["server"] == server)
+            and (task_id is None or q.row["task_id"] == task_id)
+        ]
 
     def for_client(self) -> dict[str, Any]:
         elicitations, sampling = self.listed(ELICITATION), self.listed(SAMPLING)
-        return {"elicitations": elicitations, "sampling_requests": sampling} if elicitations or sampling else {}
+        return (
+            {"elicitations": elicitations, "sampling_requests": sampling} if elicitations or sampling else {}
+        )
 
 
 def _elicit_params(params: dict[str, Any]) -> types.ElicitRequestParams:
@@ -227,32 +306,53 @@ def check_answer(row: dict[str, Any], answer: dict[str, Any]) -> str:
         try:
             types.CreateMessageResult.model_validate(answer)
         except ValueError as exc:
-            raise UsageError(f"Not a valid sampling answer: {exc}", hint="Give the completion's text as `content`.") from exc
+            raise UsageError(
+                f"Not a valid sampling answer: {exc}", hint="Give the completion's text as `content`."
+            ) from exc
         return SamplingStatus.COMPLETED.value
     action = answer.get("action")
     if action not in ACTION_STATUS:
         raise UsageError(f"action must be accept, decline or cancel (got {action!r}).")
     if action == "accept" and params.get("mode") != "url":
-        wrong = schema.problems(answer.get("content") or {}, params.get("requested_schema") or params.get("requestedSchema"), root="content")
+        wrong = schema.problems(
+            answer.get("content") or {},
+            params.get("requested_schema") or params.get("requestedSchema"),
+            root="content",
+        )
         if wrong:
-            raise UsageError("The answer does not match the question's schema:\n- " + "\n- ".join(wrong),
-                             hint="Fix the fields named and answer again; the question is still pending.")  # fmt: skip
+            raise UsageError(
+                "The answer does not match the question's schema:\n- " + "\n- ".join(wrong),
+                hint="Fix the fields named and answer again; the question is still pending.",
+            )
     try:
         types.ElicitResult.model_validate(answer)
     except ValueError as exc:
-        raise UsageError(f"Not a valid elicitation answer: {exc}", hint="Values must be strings, numbers, booleans or lists of strings.") from exc
+        raise UsageError(
+            f"Not a valid elicitation answer: {exc}",
+            hint="Values must be strings, numbers, booleans or lists of strings.",
+        ) from exc
     return ACTION_STATUS[action].value
 
 
 def already_answered(row: dict[str, Any]) -> UsageError:
     who = f" by {row['answered_by']}" if row.get("answered_by") else ""
-    return UsageError(f"Request {row['request_id']} was already {row['status']}{who}.", hint="Nothing was changed.")
+    return UsageError(
+        f"Request {row['request_id']} was already {row['status']}{who}.", hint="Nothing was changed."
+    )
 
 
-def backend_reply(row: dict[str, Any], kind: Kind) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
+def backend_reply(
+    row: dict[str, Any], kind: Kind
+) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
     """What the backend receives for a settled question."""
     if row["status"] in ("expired", "rejected"):
         code = types.REQUEST_TIMEOUT if row["status"] == "expired" else types.INTERNAL_ERROR
-        return types.ErrorData(code=code, message=f"emceepee: the request was {row['status']}: {row.get('error') or ''}".strip())
+        return types.ErrorData(
+            code=code, message=f"emceepee: the request was {row['status']}: {row.get('error') or ''}".strip()
+        )
     answer = json.loads(row["answer"])
-    return types.ElicitResult.model_validate(answer) if kind == ELICITATION else types.CreateMessageResult.model_validate(answer)
+    return (
+        types.ElicitResult.model_validate(answer)
+        if kind == ELICITATION
+        else types.CreateMessageResult.model_validate(answer)
+    )

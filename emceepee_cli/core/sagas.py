@@ -49,7 +49,11 @@ def _unb64(text: str) -> bytes:
 
 
 def sign(key: bytes, task_id: str, step_ids: list[str], ttl_s: float = TOKEN_TTL_S) -> str:
-    body = _b64(json.dumps({"t": task_id, "s": step_ids, "exp": int(time.time() + ttl_s)}, separators=(",", ":")).encode())
+    body = _b64(
+        json.dumps(
+            {"t": task_id, "s": step_ids, "exp": int(time.time() + ttl_s)}, separators=(",", ":")
+        ).encode()
+    )
     mac = _b64(hmac.new(key, body.encode(), hashlib.sha256).digest())
     return f"{body}.{mac}"
 
@@ -59,9 +63,14 @@ def verify(key: bytes, token: str) -> dict[str, Any]:
     body, _, mac = token.strip().partition(".")
     expected = _b64(hmac.new(key, body.encode(), hashlib.sha256).digest())
     if not mac or not hmac.compare_digest(mac, expected):
-        raise UsageError("This saga_token was not issued by this emceepee, or was altered.",
-                         hint="Use the saga_token exactly as get_task or execute_tool returned it.")  # fmt: skip
+        raise UsageError(
+            "This saga_token was not issued by this emceepee, or was altered.",
+            hint="Use the saga_token exactly as get_task or execute_tool returned it.",
+        )
     claims: dict[str, Any] = json.loads(_unb64(body))
     if claims["exp"] < time.time():
-        raise UsageError("This saga_token has expired.", hint="get_task(task_id) gives a fresh one while the task is suspended.")
+        raise UsageError(
+            "This saga_token has expired.",
+            hint="get_task(task_id) gives a fresh one while the task is suspended.",
+        )
     return claims

@@ -47,8 +47,14 @@ class Tasks:
 
     # ---- execute_tool --------------------------------------------------------------------
 
-    async def execute(self, backend: Backend, tool: str, args: dict[str, Any] | None, timeout_ms: int | None,
-                      relay: Relay | None) -> types.CallToolResult | dict[str, Any]:  # fmt: skip
+    async def execute(
+        self,
+        backend: Backend,
+        tool: str,
+        args: dict[str, Any] | None,
+        timeout_ms: int | None,
+        relay: Relay | None,
+    ) -> types.CallToolResult | dict[str, Any]:
         defaults = self.hub.config.defaults
         call = Call(backend.name, tool, args, ttl_s=defaults.task_ttl_ms / 1000)
         self.calls[call.call_id] = call
@@ -136,13 +142,23 @@ class Tasks:
             responses = await self._collect(resume.asked)
             await backend.wait_ready(self.hub.config.defaults.max_wait_ms / 1000)
         while True:
-            result = await backend.request(f"tools/call '{call.tool}'", lambda s, responses=responses, state=state: s.call_tool(
-                call.tool, call.args, progress_callback=lambda p, t, m: self._progress(call, p, t, m),
-                input_responses=responses, request_state=state, allow_input_required=True))  # fmt: skip
+            result = await backend.request(
+                f"tools/call '{call.tool}'",
+                lambda s, responses=responses, state=state: s.call_tool(
+                    call.tool,
+                    call.args,
+                    progress_callback=lambda p, t, m: self._progress(call, p, t, m),
+                    input_responses=responses,
+                    request_state=state,
+                    allow_input_required=True,
+                ),
+            )
             if isinstance(result, types.CallToolResult):
                 return result
             if not isinstance(result, types.InputRequiredResult):
-                raise BackendError(f"Backend '{call.server}' answered tools/call '{call.tool}' with an unknown result type.")
+                raise BackendError(
+                    f"Backend '{call.server}' answered tools/call '{call.tool}' with an unknown result type."
+                )
             round_ += 1
             state = result.request_state
             if not result.input_requests:  # "poll again"
@@ -151,7 +167,9 @@ class Tasks:
                 continue
             responses = await self._answer_round(call, result.input_requests, state, round_)
 
-    async def _answer_round(self, call: Call, requests: dict[str, Any], state: str | None, round_: int) -> dict[str, Any]:
+    async def _answer_round(
+        self, call: Call, requests: dict[str, Any], state: str | None, round_: int
+    ) -> dict[str, Any]:
         """Journal the round, park its questions (exactly correlated), and collect the answers."""
         asked: dict[str, Any] = {}
         responses: dict[str, Any] = {}
@@ -161,8 +179,15 @@ class Tasks:
                 responses[key] = types.ListRootsResult(roots=[])
                 continue
             params = request.params.model_dump(mode="json", exclude_none=True)
-            asked[key] = await self.hub.questions.ask(call.server, kind, params, task_id=call.call_id,
-                                                      correlation="exact", input_key=key, round_=round_)  # fmt: skip
+            asked[key] = await self.hub.questions.ask(
+                call.server,
+                kind,
+                params,
+                task_id=call.call_id,
+                correlation="exact",
+                input_key=key,
+                round_=round_,
+            )
         with anyio.CancelScope(shield=True):
             await call.inserted.wait()  # the waiter promotes the call as soon as a question arrives
             await self.hub.journal.set_round(call.call_id, state, round_)
@@ -174,7 +199,9 @@ class Tasks:
             row = await self.hub.questions.wait(question)
             reply = backend_reply(row, row["kind"])
             if isinstance(reply, types.ErrorData):
-                raise BackendError(f"The question {row['request_id']} for this call was {row['status']}: {row.get('error')}")
+                raise BackendError(
+                    f"The question {row['request_id']} for this call was {row['status']}: {row.get('error')}"
+                )
             responses[key] = reply
         return responses
 
@@ -183,14 +210,29 @@ class Tasks:
             status, error = TaskStatus.COMPLETED, None
             result = call.result.model_dump(by_alias=True, mode="json", exclude_none=True)
         else:
-            status, error, result = call.stop_as or TaskStatus.FAILED, call.error.message if call.error else None, None
+            status, error, result = (
+                call.stop_as or TaskStatus.FAILED,
+                call.error.message if call.error else None,
+                None,
+            )
         if await self.hub.journal.finish_task(call.call_id, status, result=result, error=error):
-            self.hub.events.emit("task_status", call.server, {"task_id": call.call_id, "tool": call.tool,
-                                                                "status": status.value, **({"error": error} if error else {})})  # fmt: skip
+            self.hub.events.emit(
+                "task_status",
+                call.server,
+                {
+                    "task_id": call.call_id,
+                    "tool": call.tool,
+                    "status": status.value,
+                    **({"error": error} if error else {}),
+                },
+            )
 
     async def _progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
-        call.progress = {"progress": progress, **({"total": total} if total is not None else {}),
-                         **({"message": message} if message else {})}  # fmt: skip
+        call.progress = {
+            "progress": progress,
+            **({"total": total} if total is not None else {}),
+            **({"message": message} if message else {}),
+        }
         if call.relay is not None:
             await call.relay(progress, total, message)
         now = time.monotonic()
@@ -203,9 +245,17 @@ class Tasks:
 
     async def _promote(self, call: Call) -> dict[str, Any]:
         call.promoted = True
-        row = {"task_id": call.call_id, "instance_id": self.hub.instance_id, "server": call.server, "tool": call.tool,
-               "args": call.args, "status": TaskStatus.WORKING.value, "created_at": call.created_at,
-               "last_updated_at": now_iso(), "expires_at": now_iso(call.ttl_s - (time.monotonic() - call.started))}  # fmt: skip
+        row = {
+            "task_id": call.call_id,
+            "instance_id": self.hub.instance_id,
+            "server": call.server,
+            "tool": call.tool,
+            "args": call.args,
+            "status": TaskStatus.WORKING.value,
+            "created_at": call.created_at,
+            "last_updated_at": now_iso(),
+            "expires_at": now_iso(call.ttl_s - (time.monotonic() - call.started)),
+        }
         if call.progress:
             row["progress"] = json.dumps(call.progress)
         with anyio.CancelScope(shield=True):
@@ -214,12 +264,18 @@ class Tasks:
             finally:
                 call.inserted.set()  # even if the write failed: `_run` must never wait on it forever
         self.hub.events.emit("task_created", call.server, {"task_id": call.call_id, "tool": call.tool})
-        return {"proxy_task": await self.get_json(call.call_id), "pending_on_server": await self.pending_on_server(call.server),
-                **self.saga(call.call_id)}  # fmt: skip
+        return {
+            "proxy_task": await self.get_json(call.call_id),
+            "pending_on_server": await self.pending_on_server(call.server),
+            **self.saga(call.call_id),
+        }
 
     def saga(self, task_id: str) -> dict[str, Any]:
         """A task blocked on questions, as a saga the model can resume; empty when it is not."""
-        steps = [{"type": q["kind"], "step_id": q["request_id"], "params": q} for q in self.hub.questions.listed(task_id=task_id)]
+        steps = [
+            {"type": q["kind"], "step_id": q["request_id"], "params": q}
+            for q in self.hub.questions.listed(task_id=task_id)
+        ]
         if not steps:
             return {}
         token = sagas.sign(self.hub.install_key, task_id, [step["step_id"] for step in steps])
@@ -230,13 +286,19 @@ class Tasks:
     async def resolve(self, task_id: str) -> str:
         if len(task_id) == 26:
             return task_id.upper()
-        return resolve_prefix(task_id, await self.hub.journal.task_ids(), "task",
-                              "list_tasks(include_completed=true) shows the known tasks.")  # fmt: skip
+        return resolve_prefix(
+            task_id,
+            await self.hub.journal.task_ids(),
+            "task",
+            "list_tasks(include_completed=true) shows the known tasks.",
+        )
 
     async def row(self, task_id: str) -> dict[str, Any]:
         row = await self.hub.journal.task(await self.resolve(task_id))
         if row is None:
-            raise NotFound(f"No task '{task_id}'.", hint="list_tasks(include_completed=true) shows the known tasks.")
+            raise NotFound(
+                f"No task '{task_id}'.", hint="list_tasks(include_completed=true) shows the known tasks."
+            )
         return row
 
     async def get_json(self, task_id: str) -> dict[str, Any]:
@@ -244,13 +306,19 @@ class Tasks:
 
     async def pending_on_server(self, server: str) -> dict[str, Any]:
         rows = await self.hub.journal.tasks(server=server, instance_id=self.hub.instance_id)
-        return {"server": server, "tasks": [task_json(r) for r in rows], **self.hub.pending_for_server(server)}
+        return {
+            "server": server,
+            "tasks": [task_json(r) for r in rows],
+            **self.hub.pending_for_server(server),
+        }
 
     async def list(self, server: str | None, status: str | None, include_completed: bool) -> dict[str, Any]:
         rows = await self.hub.journal.tasks(server=server, status=status, include_finished=include_completed)
         return {"tasks": [task_json(r) for r in rows]}
 
-    async def result(self, task_id: str, timeout_ms: int | None, relay: Relay | None) -> types.CallToolResult | dict[str, Any]:
+    async def result(
+        self, task_id: str, timeout_ms: int | None, relay: Relay | None
+    ) -> types.CallToolResult | dict[str, Any]:
         row = await self.row(task_id)
         call = self.calls.get(row["task_id"])
         if row["status"] == TaskStatus.WORKING and call is not None:
@@ -263,19 +331,27 @@ class Tasks:
         out = outcome(row)
         return {**out, **self.saga(row["task_id"])} if isinstance(out, dict) else out
 
-    async def resume(self, token: str, steps: list[dict[str, Any]], relay: Relay | None) -> types.CallToolResult | dict[str, Any]:
+    async def resume(
+        self, token: str, steps: list[dict[str, Any]], relay: Relay | None
+    ) -> types.CallToolResult | dict[str, Any]:
         """Answer a suspended saga's steps, then wait (bounded) for its next suspension or its result."""
         claims = sagas.verify(self.hub.install_key, token)
         for step in steps:
             if step["step_id"] not in claims["s"]:
-                raise UsageError(f"Step {step['step_id']} is not one of this saga's steps ({', '.join(claims['s'])}).")
+                raise UsageError(
+                    f"Step {step['step_id']} is not one of this saga's steps ({', '.join(claims['s'])})."
+                )
         for step in steps:
             row = await self.hub.questions.resolve(step["step_id"])
             if "error" in step and "result" not in step:
-                if not await self.hub.questions.settle(row["request_id"], "rejected", error=str(step["error"]), by="model"):
+                if not await self.hub.questions.settle(
+                    row["request_id"], "rejected", error=str(step["error"]), by="model"
+                ):
                     raise already_answered(row)
             else:
-                await self.hub.questions.answer(row["request_id"], step_answer(row["kind"], step.get("result")), by="model")
+                await self.hub.questions.answer(
+                    row["request_id"], step_answer(row["kind"], step.get("result")), by="model"
+                )
         return await self.result(claims["t"], None, relay)
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
@@ -285,8 +361,11 @@ class Tasks:
         call = self.calls.get(row["task_id"])
         if call is None:  # another emceepee process owns it: ask it through the journal
             await self.hub.journal.request_cancel(row["task_id"])
-            return {"task": task_json(row), "cancel_requested": True,
-                    "message": "Another emceepee process owns this task; it was asked to cancel it."}  # fmt: skip
+            return {
+                "task": task_json(row),
+                "cancel_requested": True,
+                "message": "Another emceepee process owns this task; it was asked to cancel it.",
+            }
         await self.stop(call, TaskStatus.CANCELLED)
         return {"task": await self.get_json(row["task_id"])}
 
@@ -310,19 +389,34 @@ class Tasks:
             row = await self.hub.journal.task(task_id)
             if row is None:
                 continue
-            call = Call(row["server"], row["tool"], json.loads(row["args"] or "null"), ttl_s=self.hub.config.defaults.task_ttl_max_ms / 1000,
-                        call_id=task_id, created_at=row["created_at"], promoted=True)  # fmt: skip
+            call = Call(
+                row["server"],
+                row["tool"],
+                json.loads(row["args"] or "null"),
+                ttl_s=self.hub.config.defaults.task_ttl_max_ms / 1000,
+                call_id=task_id,
+                created_at=row["created_at"],
+                promoted=True,
+            )
             call.inserted.set()
             self.calls[task_id] = call
-            self.hub.task_group.start_soon(self.hub.guarded, lambda c=call, r=row: self._redrive(c, r), name=f"redrive {task_id}")
+            self.hub.task_group.start_soon(
+                self.hub.guarded, lambda c=call, r=row: self._redrive(c, r), name=f"redrive {task_id}"
+            )
 
     async def _redrive(self, call: Call, row: dict[str, Any]) -> None:
         round_ = int(row["round"] or 0)
-        current = [r for r in await self.hub.journal.pending_rows(status=None, task_id=call.call_id) if r["round"] == round_]
+        current = [
+            r
+            for r in await self.hub.journal.pending_rows(status=None, task_id=call.call_id)
+            if r["round"] == round_
+        ]
         asked = {str(r["input_key"]): self.hub.questions.adopt(r) for r in current}
         backend = self.hub.backends.get(call.server)
         if backend is None:
-            call.error = BackendError(f"Server '{call.server}' is no longer configured; task {call.call_id} cannot resume.")
+            call.error = BackendError(
+                f"Server '{call.server}' is no longer configured; task {call.call_id} cannot resume."
+            )
             call.stop_as = TaskStatus.FAILED
             await self._end(call)
             return
@@ -341,5 +435,7 @@ class Tasks:
         by_server: dict[str, list[dict[str, Any]]] = {}
         for call in self.calls.values():
             if call.promoted and not call.done.is_set():
-                by_server.setdefault(call.server, []).append({"task_id": call.call_id, "tool": call.tool, "status": "working"})
+                by_server.setdefault(call.server, []).append(
+                    {"task_id": call.call_id, "tool": call.tool, "status": "working"}
+                )
         return [{"server": server, "working_tasks": tasks} for server, tasks in by_server.items()]

@@ -174,7 +174,9 @@ async def open_stdio(
             log_file.close()  # type: ignore[attr-defined]
 
 
-def _keep_stderr_line(raw: bytes, info: ProcessInfo, log_file: object | None, on_line: Callable[[str], None] | None) -> None:
+def _keep_stderr_line(
+    raw: bytes, info: ProcessInfo, log_file: object | None, on_line: Callable[[str], None] | None
+) -> None:
     line = raw.decode("utf-8", errors="replace").rstrip("\r")
     info.stderr_tail.append(line)
     if log_file is not None:
@@ -188,7 +190,9 @@ def _parse(line: bytes) -> SessionMessage | Exception:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
         snippet = line[:200].decode("utf-8", errors="replace")
-        return ValueError(f"backend wrote a line to stdout that is not JSON-RPC: {snippet!r} ({exc.__class__.__name__})")
+        return ValueError(
+            f"backend wrote a line to stdout that is not JSON-RPC: {snippet!r} ({exc.__class__.__name__})"
+        )
 
 
 async def _stop(process: anyio.abc.Process, info: ProcessInfo) -> None:

@@ -49,8 +49,12 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(config: Config, log_dir: Path | None = None, on_closed: Callable[[], None] | None = None,
-                 db_path: Path | None = None) -> Server[Hub]:  # fmt: skip
+def build_server(
+    config: Config,
+    log_dir: Path | None = None,
+    on_closed: Callable[[], None] | None = None,
+    db_path: Path | None = None,
+) -> Server[Hub]:
     """The low-level MCP server; its lifespan owns the journal, the hub and every backend task."""
 
     @asynccontextmanager
@@ -61,7 +65,9 @@ def build_server(config: Config, log_dir: Path | None = None, on_closed: Callabl
             await journal.register_instance(instance_id)
             interrupted = await journal.interrupt_orphans()
             if interrupted:
-                log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
+                log.warning(
+                    "marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted)
+                )
             await journal.purge_finished(config.defaults.retention_s)
             try:
                 adopted = await journal.adopt_orphans(instance_id)
@@ -93,42 +99,64 @@ def build_server(config: Config, log_dir: Path | None = None, on_closed: Callabl
     )
 
 
-async def _list_tools(ctx: ServerRequestContext[Hub], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+async def _list_tools(
+    ctx: ServerRequestContext[Hub], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
     return types.ListToolsResult(tools=[tool.as_tool() for tool in TOOLS.values()])
 
 
-async def _list_resources(ctx: ServerRequestContext[Hub], params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-    diagram = types.Resource(uri=diagrams.URI, name="diagrams", mime_type="application/json",
-                             description="Mermaid diagrams of emceepee's task, elicitation and sampling states.")  # fmt: skip
+async def _list_resources(
+    ctx: ServerRequestContext[Hub], params: types.PaginatedRequestParams | None
+) -> types.ListResourcesResult:
+    diagram = types.Resource(
+        uri=diagrams.URI,
+        name="diagrams",
+        mime_type="application/json",
+        description="Mermaid diagrams of emceepee's task, elicitation and sampling states.",
+    )
     return types.ListResourcesResult(resources=[diagram])
 
 
-async def _read_resource(ctx: ServerRequestContext[Hub], params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+async def _read_resource(
+    ctx: ServerRequestContext[Hub], params: types.ReadResourceRequestParams
+) -> types.ReadResourceResult:
     if params.uri != diagrams.URI:
-        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown resource {params.uri!r}; emceepee has {diagrams.URI}")
+        raise MCPError(
+            code=types.INVALID_PARAMS, message=f"Unknown resource {params.uri!r}; emceepee has {diagrams.URI}"
+        )
     body = json.dumps(diagrams.diagrams(), indent=2)
-    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=diagrams.URI, mime_type="application/json", text=body)])
+    return types.ReadResourceResult(
+        contents=[types.TextResourceContents(uri=diagrams.URI, mime_type="application/json", text=body)]
+    )
 
 
-async def _call_tool(ctx: ServerRequestContext[Hub], params: types.CallToolRequestParams) -> types.CallToolResult:
+async def _call_tool(
+    ctx: ServerRequestContext[Hub], params: types.CallToolRequestParams
+) -> types.CallToolResult:
     hub = ctx.lifespan_context
     _note_host(ctx, hub)
     result, own = await _dispatch(ctx, hub, params)
     return with_envelope(result, hub.events.take(), hub.pending_client(), own=own)
 
 
-async def _dispatch(ctx: ServerRequestContext[Hub], hub: Hub, params: types.CallToolRequestParams) -> tuple[types.CallToolResult, bool]:
+async def _dispatch(
+    ctx: ServerRequestContext[Hub], hub: Hub, params: types.CallToolRequestParams
+) -> tuple[types.CallToolResult, bool]:
     """The tool's result, and whether it is our own (False: a backend's, passed through)."""
     try:
         tool = TOOLS.get(params.name)
         if tool is None:
-            raise NotFound(f"emceepee has no tool '{params.name}'. Its tools: {', '.join(TOOLS)}.",
-                           hint="To call a backend's tool, use execute_tool(server, tool, args).")  # fmt: skip
+            raise NotFound(
+                f"emceepee has no tool '{params.name}'. Its tools: {', '.join(TOOLS)}.",
+                hint="To call a backend's tool, use execute_tool(server, tool, args).",
+            )
         args = params.arguments or {}
         wrong = schema.problems(args, tool.input_schema, root="arguments")
         if wrong:
-            raise UsageError(f"Invalid arguments for {tool.name}:\n- " + "\n- ".join(wrong),
-                             hint="Fix the fields named and call again.")  # fmt: skip
+            raise UsageError(
+                f"Invalid arguments for {tool.name}:\n- " + "\n- ".join(wrong),
+                hint="Fix the fields named and call again.",
+            )
         wants_progress = bool(ctx.meta and ctx.meta.get("progress_token") is not None)
         relay = Relay(ctx.session.report_progress) if wants_progress else None
         out = await tool.handler(hub, args, Call(relay=relay))
@@ -136,8 +164,12 @@ async def _dispatch(ctx: ServerRequestContext[Hub], hub: Hub, params: types.Call
         return error_result(exc), True
     except Exception as exc:  # noqa: BLE001 - a bug must not crash the proxy or leak a traceback upstream
         log.exception("meta-tool %s failed", params.name)
-        return error_result(EmceepeeError(f"emceepee failed inside {params.name}: {exc.__class__.__name__}: {exc}",
-                                          hint="This is a bug in emceepee; its stderr log has the traceback.")), True  # fmt: skip
+        return error_result(
+            EmceepeeError(
+                f"emceepee failed inside {params.name}: {exc.__class__.__name__}: {exc}",
+                hint="This is a bug in emceepee; its stderr log has the traceback.",
+            )
+        ), True
     if isinstance(out, types.CallToolResult):
         return out, False
     if isinstance(out, Reply):
@@ -161,7 +193,9 @@ def load_or_report(path: Path) -> Config:
         return load_config(path)
     except ConfigError as exc:
         log.error("%s", exc)
-        return Config(path=path, defaults=Defaults(), servers={}, problems=(ConfigProblem(None, None, str(exc)),))
+        return Config(
+            path=path, defaults=Defaults(), servers={}, problems=(ConfigProblem(None, None, str(exc)),)
+        )
 
 
 def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = None) -> None:
@@ -201,4 +235,3 @@ async def _exit_on_signal(scope: anyio.CancelScope, closed: anyio.Event) -> None
                 await closed.wait()
             logging.shutdown()
             os._exit(0)
-

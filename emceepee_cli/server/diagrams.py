@@ -32,50 +32,72 @@ def state_diagram(states: type[StrEnum], transitions: dict[Any, dict[Any, str]])
 
 
 def lifecycle() -> str:
-    return "\n".join([
-        "sequenceDiagram",
-        "    participant Host",
-        "    participant emceepee",
-        "    participant Backend",
-        "    Host->>emceepee: execute_tool(server, tool, args, timeout_ms)",
-        "    emceepee->>emceepee: validate args against the tool's input schema",
-        "    emceepee->>Backend: tools/call (runs in emceepee's task group)",
-        "    alt result within timeout_ms",
-        "        Backend-->>emceepee: result",
-        "        emceepee-->>Host: the backend's result, unchanged (no task)",
-        "    else still running",
-        f"        emceepee-->>Host: proxy_task ({TaskStatus.WORKING.value}) + pending_on_server",
-        "        Backend-->>emceepee: result, later",
-        f"        emceepee->>emceepee: journal: {TaskStatus.COMPLETED.value}; event task_status",
-        "        Host->>emceepee: get_task_result(task_id) or await_activity",
-        "        emceepee-->>Host: the backend's result",
-        "    end",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "sequenceDiagram",
+            "    participant Host",
+            "    participant emceepee",
+            "    participant Backend",
+            "    Host->>emceepee: execute_tool(server, tool, args, timeout_ms)",
+            "    emceepee->>emceepee: validate args against the tool's input schema",
+            "    emceepee->>Backend: tools/call (runs in emceepee's task group)",
+            "    alt result within timeout_ms",
+            "        Backend-->>emceepee: result",
+            "        emceepee-->>Host: the backend's result, unchanged (no task)",
+            "    else still running",
+            f"        emceepee-->>Host: proxy_task ({TaskStatus.WORKING.value}) + pending_on_server",
+            "        Backend-->>emceepee: result, later",
+            f"        emceepee->>emceepee: journal: {TaskStatus.COMPLETED.value}; event task_status",
+            "        Host->>emceepee: get_task_result(task_id) or await_activity",
+            "        emceepee-->>Host: the backend's result",
+            "    end",
+        ]
+    )
 
 
 def entities() -> str:
-    return "\n".join([
-        "erDiagram",
-        "    INSTANCE ||--o{ TASK : owns",
-        "    INSTANCE ||--o{ EVENT : emits",
-        "    INSTANCE ||--o{ PENDING_REQUEST : owns",
-        "    SERVER ||--o{ TASK : runs",
-        "    SERVER ||--o{ PENDING_REQUEST : asks",
-        "    TASK |o--o{ PENDING_REQUEST : \"caused (exact or sole correlation)\"",
-        "    HOST_SESSION ||--|| INSTANCE : \"is served by\"",
-        "    HOST_SESSION ||--o{ EVENT : \"receives once\"",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "erDiagram",
+            "    INSTANCE ||--o{ TASK : owns",
+            "    INSTANCE ||--o{ EVENT : emits",
+            "    INSTANCE ||--o{ PENDING_REQUEST : owns",
+            "    SERVER ||--o{ TASK : runs",
+            "    SERVER ||--o{ PENDING_REQUEST : asks",
+            '    TASK |o--o{ PENDING_REQUEST : "caused (exact or sole correlation)"',
+            '    HOST_SESSION ||--|| INSTANCE : "is served by"',
+            '    HOST_SESSION ||--o{ EVENT : "receives once"',
+        ]
+    )
 
 
 def diagrams() -> dict[str, Any]:
-    return {"diagrams": [
-        {"name": "task_states", "description": "States of a task (a tool call promoted after its wait).",
-         "mermaid": state_diagram(TaskStatus, TASK_TRANSITIONS)},
-        {"name": "elicitation_states", "description": "States of a pending elicitation from a backend.",
-         "mermaid": state_diagram(ElicitationStatus, ELICITATION_TRANSITIONS)},
-        {"name": "sampling_states", "description": "States of a pending sampling request from a backend.",
-         "mermaid": state_diagram(SamplingStatus, SAMPLING_TRANSITIONS)},
-        {"name": "tool_call_lifecycle", "description": "An execute_tool call, answered in time or promoted.",
-         "mermaid": lifecycle()},
-        {"name": "entities", "description": "What the journal holds and how it relates.", "mermaid": entities()},
-    ]}  # fmt: skip
+    return {
+        "diagrams": [
+            {
+                "name": "task_states",
+                "description": "States of a task (a tool call promoted after its wait).",
+                "mermaid": state_diagram(TaskStatus, TASK_TRANSITIONS),
+            },
+            {
+                "name": "elicitation_states",
+                "description": "States of a pending elicitation from a backend.",
+                "mermaid": state_diagram(ElicitationStatus, ELICITATION_TRANSITIONS),
+            },
+            {
+                "name": "sampling_states",
+                "description": "States of a pending sampling request from a backend.",
+                "mermaid": state_diagram(SamplingStatus, SAMPLING_TRANSITIONS),
+            },
+            {
+                "name": "tool_call_lifecycle",
+                "description": "An execute_tool call, answered in time or promoted.",
+                "mermaid": lifecycle(),
+            },
+            {
+                "name": "entities",
+                "description": "What the journal holds and how it relates.",
+                "mermaid": entities(),
+            },
+        ]
+    }

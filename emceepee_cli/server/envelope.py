@@ -47,8 +47,9 @@ def error_result(exc: EmceepeeError) -> types.CallToolResult:
     return types.CallToolResult(content=[text(str(exc))], structured_content={"error": error}, is_error=True)
 
 
-def with_envelope(result: types.CallToolResult, events: list[dict[str, Any]], pending: dict[str, Any],
-                  own: bool) -> types.CallToolResult:  # fmt: skip
+def with_envelope(
+    result: types.CallToolResult, events: list[dict[str, Any]], pending: dict[str, Any], own: bool
+) -> types.CallToolResult:
     """Append the undelivered events and the pending questions, each only when non-empty.
 
     Our own results carry them in `structuredContent` too; a backend's result is left as it

@@ -57,7 +57,14 @@ SERVER_FILTER = {"type": "string", "description": "Only this server (default: al
 STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 
 
-def meta_tool(name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = (), *, read_only: bool = True) -> Callable[[Handler], Handler]:
+def meta_tool(
+    name: str,
+    description: str,
+    properties: dict[str, Any],
+    required: tuple[str, ...] = (),
+    *,
+    read_only: bool = True,
+) -> Callable[[Handler], Handler]:
     schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:
         schema["required"] = list(required)
@@ -85,14 +92,22 @@ async def list_servers(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     "With persist=true (the default) it is also saved to emceepee's config so it starts next time. "
     "Values in env and headers may reference environment variables as ${VAR}.",
     {
-        "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$", "description": "Name for the server."},
+        "name": {
+            "type": "string",
+            "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
+            "description": "Name for the server.",
+        },
         "command": {"type": "string", "description": "Executable to run, e.g. 'uvx' or 'npx'."},
         "args": {"type": "array", "items": STR, "description": "Arguments for the command."},
         "env": {**STR_MAP, "description": "Extra environment variables for the command."},
         "cwd": {"type": "string", "description": "Working directory for the command."},
         "url": {"type": "string", "description": "URL of a remote Streamable HTTP MCP server."},
         "headers": {**STR_MAP, "description": "HTTP headers for a remote server."},
-        "persist": {"type": "boolean", "default": True, "description": "Save to the config file (default true)."},
+        "persist": {
+            "type": "boolean",
+            "default": True,
+            "description": "Save to the config file (default true).",
+        },
     },
     ("name",),
     read_only=False,
@@ -129,7 +144,10 @@ async def remove_server(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     "Call a tool with execute_tool.",
     {
         "server": SERVER_FILTER,
-        "pattern": {"type": "string", "description": "Case-insensitive regular expression matched against tool names and descriptions."},
+        "pattern": {
+            "type": "string",
+            "description": "Case-insensitive regular expression matched against tool names and descriptions.",
+        },
     },
 )
 async def list_tools(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
@@ -146,23 +164,34 @@ async def list_tools(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
         "server": SERVER,
         "tool": {"type": "string", "description": "The tool's name, as shown by list_tools."},
         "args": {"type": "object", "description": "Arguments for the tool, matching its input schema."},
-        "timeout_ms": {"type": "integer", "minimum": 0,
-                       "description": "How long to wait before the call becomes a task (default from the config, 45000)."},
+        "timeout_ms": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "How long to wait before the call becomes a task (default from the config, 45000).",
+        },
     },
     ("server", "tool"),
     read_only=False,
-)  # fmt: skip
+)
 async def execute_tool(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    out = await hub.execute_tool(args["server"], args["tool"], args.get("args"), args.get("timeout_ms"), call.relay)
+    out = await hub.execute_tool(
+        args["server"], args["tool"], args.get("args"), args.get("timeout_ms"), call.relay
+    )
     if isinstance(out, dict):
         task = out["proxy_task"]
         name = f"{task['server']}.{task['tool']}"
         if "saga" in out:
-            return Reply(out, f"{name} is waiting for an answer to a question, so it became task {task['task_id']}. "
-                              "Answer with respond_to_elicitation / respond_to_sampling (or resume_tool), "
-                              "then get_task_result.")  # fmt: skip
-        return Reply(out, f"{name} is still running, so it became task {task['task_id']}. "
-                          "Use get_task_result to get its result when ready (or await_activity to wait for it).")  # fmt: skip
+            return Reply(
+                out,
+                f"{name} is waiting for an answer to a question, so it became task {task['task_id']}. "
+                "Answer with respond_to_elicitation / respond_to_sampling (or resume_tool), "
+                "then get_task_result.",
+            )
+        return Reply(
+            out,
+            f"{name} is still running, so it became task {task['task_id']}. "
+            "Use get_task_result to get its result when ready (or await_activity to wait for it).",
+        )
     return out
 
 
@@ -175,19 +204,35 @@ WAIT_MS = {"type": "integer", "minimum": 0}
     "List tasks (tool calls that outlived their execute_tool wait). By default only those still working.",
     {
         "server": SERVER_FILTER,
-        "status": {"type": "string", "enum": [s.value for s in TaskStatus], "description": "Only tasks in this state."},
-        "include_completed": {"type": "boolean", "default": False, "description": "Also list finished tasks."},
+        "status": {
+            "type": "string",
+            "enum": [s.value for s in TaskStatus],
+            "description": "Only tasks in this state.",
+        },
+        "include_completed": {
+            "type": "boolean",
+            "default": False,
+            "description": "Also list finished tasks.",
+        },
     },
 )
 async def list_tasks(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     return await hub.tasks.list(args.get("server"), args.get("status"), args.get("include_completed", False))
 
 
-@meta_tool("get_task", "Show one task's state, with the questions pending on its server.", {"task_id": TASK_ID}, ("task_id",))
+@meta_tool(
+    "get_task",
+    "Show one task's state, with the questions pending on its server.",
+    {"task_id": TASK_ID},
+    ("task_id",),
+)
 async def get_task(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     task = await hub.tasks.get_json(args["task_id"])
-    return {"task": task, "pending_elicitations_for_server": hub.pending_for_server(task["server"])["elicitations_for_server"],
-            **hub.tasks.saga(task["task_id"])}  # fmt: skip
+    return {
+        "task": task,
+        "pending_elicitations_for_server": hub.pending_for_server(task["server"])["elicitations_for_server"],
+        **hub.tasks.saga(task["task_id"]),
+    }
 
 
 @meta_tool(
@@ -195,18 +240,31 @@ async def get_task(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     "Get a task's result: the backend's own result once completed (waiting up to timeout_ms, capped below the "
     "host's timeout, while it works); the task itself if still working; an error saying why if it failed, was "
     "cancelled, expired or was interrupted.",
-    {"task_id": TASK_ID, "timeout_ms": {**WAIT_MS, "description": "How long to wait for a working task (default: the cap, 50000)."}},
+    {
+        "task_id": TASK_ID,
+        "timeout_ms": {
+            **WAIT_MS,
+            "description": "How long to wait for a working task (default: the cap, 50000).",
+        },
+    },
     ("task_id",),
 )
 async def get_task_result(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     out = await hub.tasks.result(args["task_id"], args.get("timeout_ms"), call.relay)
     if isinstance(out, dict):
-        return Reply(out, f"Task {out['task']['task_id']} is still working; ask again later or await_activity.")
+        return Reply(
+            out, f"Task {out['task']['task_id']} is still working; ask again later or await_activity."
+        )
     return out
 
 
-@meta_tool("cancel_task", "Cancel a working task: the backend call is cancelled for real.", {"task_id": TASK_ID},
-           ("task_id",), read_only=False)  # fmt: skip
+@meta_tool(
+    "cancel_task",
+    "Cancel a working task: the backend call is cancelled for real.",
+    {"task_id": TASK_ID},
+    ("task_id",),
+    read_only=False,
+)
 async def cancel_task(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     return await hub.tasks.cancel(args["task_id"])
 
@@ -216,7 +274,13 @@ async def cancel_task(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     "Wait until something happens (a task finishes, a backend connects, dies or changes its lists, a question "
     "arrives) or timeout_ms passes; returns at once if events are waiting. Returns triggers, events, the tasks "
     "still working (pending_server) and the questions awaiting an answer (pending_client).",
-    {"timeout_ms": {**WAIT_MS, "default": 30000, "description": "Longest wait (default 30000; capped below the host's timeout)."}},
+    {
+        "timeout_ms": {
+            **WAIT_MS,
+            "default": 30000,
+            "description": "Longest wait (default 30000; capped below the host's timeout).",
+        }
+    },
 )
 async def await_activity(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     return await hub.await_activity(args.get("timeout_ms", 30000))
@@ -239,7 +303,9 @@ async def list_resources(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
 )
 async def read_resource(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     result = await hub.read_resource(args["server"], args["uri"])
-    return types.CallToolResult(content=[types.EmbeddedResource(type="resource", resource=c) for c in result.contents])
+    return types.CallToolResult(
+        content=[types.EmbeddedResource(type="resource", resource=c) for c in result.contents]
+    )
 
 
 @meta_tool(
@@ -286,7 +352,10 @@ async def get_elicitations(hub: Hub, args: dict[str, Any], call: Call) -> Payloa
     {
         "request_id": REQUEST_ID,
         "action": {"type": "string", "enum": ["accept", "decline", "cancel"]},
-        "content": {"type": "object", "description": "The answer's fields, for action 'accept' (form questions)."},
+        "content": {
+            "type": "object",
+            "description": "The answer's fields, for action 'accept' (form questions).",
+        },
     },
     ("request_id", "action"),
     read_only=False,
@@ -295,7 +364,9 @@ async def respond_to_elicitation(hub: Hub, args: dict[str, Any], call: Call) -> 
     answer: dict[str, Any] = {"action": args["action"]}
     if args["action"] == "accept":
         answer["content"] = args.get("content") or {}
-    return {"answered": await hub.questions.answer(args["request_id"], answer, by="model", kind="elicitation")}
+    return {
+        "answered": await hub.questions.answer(args["request_id"], answer, by="model", kind="elicitation")
+    }
 
 
 @meta_tool(
@@ -333,13 +404,19 @@ async def respond_to_sampling(hub: Hub, args: dict[str, Any], call: Call) -> Pay
     "suspension or the result.",
     {
         "saga_token": {"type": "string", "description": "The saga_token, exactly as given."},
-        "completed_steps": {"type": "array", "items": {"type": "object", "properties": {
-            "step_id": {"type": "string"}, "result": {}, "error": {"type": "string"}}, "required": ["step_id"],
-            "additionalProperties": False}},
+        "completed_steps": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"step_id": {"type": "string"}, "result": {}, "error": {"type": "string"}},
+                "required": ["step_id"],
+                "additionalProperties": False,
+            },
+        },
     },
     ("saga_token", "completed_steps"),
     read_only=False,
-)  # fmt: skip
+)
 async def resume_tool(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     out = await hub.tasks.resume(args["saga_token"], args["completed_steps"], call.relay)
     if isinstance(out, dict):
@@ -354,7 +431,10 @@ LIMIT = {"type": "integer", "minimum": 1, "maximum": 1000}
 @meta_tool(
     "get_notifications",
     "Show the notifications backend servers sent (list changes, resource updates…), oldest first.",
-    {"server": SERVER_FILTER, "limit": {**LIMIT, "default": 50, "description": "At most this many, newest kept (default 50)."}},
+    {
+        "server": SERVER_FILTER,
+        "limit": {**LIMIT, "default": 50, "description": "At most this many, newest kept (default 50)."},
+    },
 )
 async def get_notifications(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     return hub.get_notifications(args.get("server"), args.get("limit", 50))
@@ -365,10 +445,13 @@ async def get_notifications(hub: Hub, args: dict[str, Any], call: Call) -> Paylo
     "Show what backend servers logged: their MCP log messages and their stderr lines, oldest first.",
     {
         "server": SERVER_FILTER,
-        "level": {"type": "string", "enum": list(LOG_LEVELS), "description": "Minimum level (stderr lines count as info)."},
+        "level": {
+            "type": "string",
+            "enum": list(LOG_LEVELS),
+            "description": "Minimum level (stderr lines count as info).",
+        },
         "limit": {**LIMIT, "default": 100, "description": "At most this many, newest kept (default 100)."},
     },
 )
 async def get_logs(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     return hub.get_logs(args.get("server"), args.get("level"), args.get("limit", 100))
-

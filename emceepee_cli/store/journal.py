@@ -49,12 +49,18 @@ def _mapped(fn: Callable[P, T]) -> Callable[P, T]:
             return fn(*args, **kwargs)
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
-                raise JournalError(f"The journal is locked by another process ({exc}).",
-                                   hint="Try again in a moment; if it persists, stop other emceepee processes.") from exc  # fmt: skip
-            raise JournalError(f"The journal could not be used: {exc}", hint="Check the file and its folder.") from exc
+                raise JournalError(
+                    f"The journal is locked by another process ({exc}).",
+                    hint="Try again in a moment; if it persists, stop other emceepee processes.",
+                ) from exc
+            raise JournalError(
+                f"The journal could not be used: {exc}", hint="Check the file and its folder."
+            ) from exc
         except sqlite3.DatabaseError as exc:
-            raise JournalError(f"The journal is not a usable SQLite file: {exc}",
-                               hint="Move it aside (emceepee will start a new one) or use --db / EMCEEPEE_DB.") from exc  # fmt: skip
+            raise JournalError(
+                f"The journal is not a usable SQLite file: {exc}",
+                hint="Move it aside (emceepee will start a new one) or use --db / EMCEEPEE_DB.",
+            ) from exc
 
     return wrapper
 
@@ -90,16 +96,28 @@ class Journal:
     @_mapped
     def register_instance(self, instance_id: str) -> None:
         at = now_iso()
-        self.db["instances"].insert({"instance_id": instance_id, "pid": os.getpid(), "machine": socket.gethostname(),
-                                     "started_at": at, "heartbeat_at": at})  # fmt: skip
+        self.db["instances"].insert(
+            {
+                "instance_id": instance_id,
+                "pid": os.getpid(),
+                "machine": socket.gethostname(),
+                "started_at": at,
+                "heartbeat_at": at,
+            }
+        )
 
     @_mapped
     def heartbeat(self, instance_id: str) -> None:
-        self.db.execute("UPDATE instances SET heartbeat_at = ? WHERE instance_id = ?", [now_iso(), instance_id])
+        self.db.execute(
+            "UPDATE instances SET heartbeat_at = ? WHERE instance_id = ?", [now_iso(), instance_id]
+        )
 
     @_mapped
     def set_host(self, instance_id: str, name: str | None, version: str | None) -> None:
-        self.db.execute("UPDATE instances SET host_name = ?, host_version = ? WHERE instance_id = ?", [name, version, instance_id])
+        self.db.execute(
+            "UPDATE instances SET host_name = ?, host_version = ? WHERE instance_id = ?",
+            [name, version, instance_id],
+        )
 
     @_mapped
     def stop_instance(self, instance_id: str) -> None:
@@ -125,8 +143,10 @@ class Journal:
         return rows[0] if rows else None
 
     def dead_instances(self) -> list[dict[str, Any]]:
-        sql = ("SELECT DISTINCT i.* FROM instances i WHERE i.instance_id IN "
-               "(SELECT instance_id FROM tasks WHERE status = ? UNION SELECT instance_id FROM pending WHERE status = ?)")  # fmt: skip
+        sql = (
+            "SELECT DISTINCT i.* FROM instances i WHERE i.instance_id IN "
+            "(SELECT instance_id FROM tasks WHERE status = ? UNION SELECT instance_id FROM pending WHERE status = ?)"
+        )
         rows = self.db.query(sql, [TaskStatus.WORKING.value, ElicitationStatus.PENDING.value])
         return [inst for inst in rows if not self.instance_alive(inst)]
 
@@ -142,15 +162,26 @@ class Journal:
             last_seen = inst.get("stopped_at") or inst["heartbeat_at"]
             gone = f"emceepee stopped while this call was running (at {last_seen}, pid {inst['pid']})"
             params = [inst["instance_id"], TaskStatus.WORKING.value]
-            for row in self.db.query("SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND request_state IS NULL", params):
-                if self.finish_task(row["task_id"], TaskStatus.INTERRUPTED, error=f"{gone}; the backend call was lost"):
+            for row in self.db.query(
+                "SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND request_state IS NULL",
+                params,
+            ):
+                if self.finish_task(
+                    row["task_id"], TaskStatus.INTERRUPTED, error=f"{gone}; the backend call was lost"
+                ):
                     done.append(row["task_id"])
             self.db.execute(
                 "UPDATE pending SET status = ?, error = ?, answered_at = ? WHERE instance_id = ? AND status = ? AND "
                 "(task_id IS NULL OR task_id NOT IN (SELECT task_id FROM tasks WHERE request_state IS NOT NULL AND status = ?))",
-                [ElicitationStatus.REJECTED.value, f"{gone}; the backend is no longer waiting for this answer", now_iso(),
-                 inst["instance_id"], ElicitationStatus.PENDING.value, TaskStatus.WORKING.value],
-            )  # fmt: skip
+                [
+                    ElicitationStatus.REJECTED.value,
+                    f"{gone}; the backend is no longer waiting for this answer",
+                    now_iso(),
+                    inst["instance_id"],
+                    ElicitationStatus.PENDING.value,
+                    TaskStatus.WORKING.value,
+                ],
+            )
         return done
 
     @_mapped
@@ -158,12 +189,19 @@ class Journal:
         """Take over the suspended 2026-07-28 calls (and their questions) of dead instances."""
         adopted: list[str] = []
         for inst in self.dead_instances():
-            rows = self.db.query("SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND request_state IS NOT NULL",
-                                 [inst["instance_id"], TaskStatus.WORKING.value])  # fmt: skip
+            rows = self.db.query(
+                "SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND request_state IS NOT NULL",
+                [inst["instance_id"], TaskStatus.WORKING.value],
+            )
             for row in rows:
-                self.db.execute("UPDATE tasks SET instance_id = ?, last_updated_at = ? WHERE task_id = ?", [instance_id, now_iso(), row["task_id"]])
-                self.db.execute("UPDATE pending SET instance_id = ? WHERE task_id = ? AND status = ?",
-                                [instance_id, row["task_id"], ElicitationStatus.PENDING.value])  # fmt: skip
+                self.db.execute(
+                    "UPDATE tasks SET instance_id = ?, last_updated_at = ? WHERE task_id = ?",
+                    [instance_id, now_iso(), row["task_id"]],
+                )
+                self.db.execute(
+                    "UPDATE pending SET instance_id = ? WHERE task_id = ? AND status = ?",
+                    [instance_id, row["task_id"], ElicitationStatus.PENDING.value],
+                )
                 adopted.append(row["task_id"])
         return adopted
 
@@ -174,16 +212,31 @@ class Journal:
         self.db["tasks"].insert({**row, "args": json.dumps(row.get("args"))})
 
     @_mapped
-    def finish_task(self, task_id: str, status: TaskStatus, *, result: dict[str, Any] | None = None,
-                    error: str | None = None, message: str | None = None) -> bool:  # fmt: skip
+    def finish_task(
+        self,
+        task_id: str,
+        status: TaskStatus,
+        *,
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
+        message: str | None = None,
+    ) -> bool:
         """Move a working task to a final state; False if someone else finished it first."""
         at = now_iso()
         cursor = self.db.execute(
             "UPDATE tasks SET status = ?, result = ?, error = ?, status_message = coalesce(?, status_message), "
             "finished_at = ?, last_updated_at = ? WHERE task_id = ? AND status = ?",
-            [status.value, json.dumps(result) if result is not None else None, error, message, at, at, task_id,
-             TaskStatus.WORKING.value],
-        )  # fmt: skip
+            [
+                status.value,
+                json.dumps(result) if result is not None else None,
+                error,
+                message,
+                at,
+                at,
+                task_id,
+                TaskStatus.WORKING.value,
+            ],
+        )
         return cursor.rowcount == 1
 
     @_mapped
@@ -196,8 +249,10 @@ class Journal:
 
     @_mapped
     def request_cancel(self, task_id: str) -> bool:
-        cursor = self.db.execute("UPDATE tasks SET cancel_requested = 1, last_updated_at = ? WHERE task_id = ? AND status = ?",
-                                 [now_iso(), task_id, TaskStatus.WORKING.value])  # fmt: skip
+        cursor = self.db.execute(
+            "UPDATE tasks SET cancel_requested = 1, last_updated_at = ? WHERE task_id = ? AND status = ?",
+            [now_iso(), task_id, TaskStatus.WORKING.value],
+        )
         return cursor.rowcount == 1
 
     @_mapped
@@ -211,8 +266,14 @@ class Journal:
         return rows[0] if rows else None
 
     @_mapped
-    def tasks(self, *, server: str | None = None, status: str | None = None, include_finished: bool = False,
-              instance_id: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    def tasks(
+        self,
+        *,
+        server: str | None = None,
+        status: str | None = None,
+        include_finished: bool = False,
+        instance_id: str | None = None,
+    ) -> list[dict[str, Any]]:
         where, params = [], []
         for column, value in (("server", server), ("status", status), ("instance_id", instance_id)):
             if value is not None:
@@ -229,15 +290,19 @@ class Journal:
 
     @_mapped
     def purge_finished(self, retention_s: float) -> int:
-        cursor = self.db.execute("DELETE FROM tasks WHERE status != ? AND finished_at < ?",
-                                 [TaskStatus.WORKING.value, now_iso(-retention_s)])  # fmt: skip
+        cursor = self.db.execute(
+            "DELETE FROM tasks WHERE status != ? AND finished_at < ?",
+            [TaskStatus.WORKING.value, now_iso(-retention_s)],
+        )
         self.db.execute("DELETE FROM events WHERE created_at < ?", [now_iso(-retention_s)])
         return cursor.rowcount
 
     @_mapped
     def set_round(self, task_id: str, request_state: str | None, round_: int) -> None:
-        self.db.execute("UPDATE tasks SET request_state = ?, round = ?, last_updated_at = ? WHERE task_id = ?",
-                        [request_state, round_, now_iso(), task_id])  # fmt: skip
+        self.db.execute(
+            "UPDATE tasks SET request_state = ?, round = ?, last_updated_at = ? WHERE task_id = ?",
+            [request_state, round_, now_iso(), task_id],
+        )
 
     # ---- pending questions ---------------------------------------------------------------
 
@@ -246,15 +311,29 @@ class Journal:
         self.db["pending"].insert({**row, "params": json.dumps(row["params"])})
 
     @_mapped
-    def settle_pending(self, request_id: str, status: str, *, answer: dict[str, Any] | None = None,
-                       by: str | None = None, error: str | None = None) -> bool:  # fmt: skip
+    def settle_pending(
+        self,
+        request_id: str,
+        status: str,
+        *,
+        answer: dict[str, Any] | None = None,
+        by: str | None = None,
+        error: str | None = None,
+    ) -> bool:
         """Answer (or end) a pending question; False if it was no longer pending — first writer wins."""
         cursor = self.db.execute(
             "UPDATE pending SET status = ?, answer = ?, answered_by = ?, error = ?, answered_at = ? "
             "WHERE request_id = ? AND status = ?",
-            [status, json.dumps(answer) if answer is not None else None, by, error, now_iso(), request_id,
-             ElicitationStatus.PENDING.value],
-        )  # fmt: skip
+            [
+                status,
+                json.dumps(answer) if answer is not None else None,
+                by,
+                error,
+                now_iso(),
+                request_id,
+                ElicitationStatus.PENDING.value,
+            ],
+        )
         return cursor.rowcount == 1
 
     @_mapped
@@ -267,11 +346,24 @@ class Journal:
         return rows[0] if rows else None
 
     @_mapped
-    def pending_rows(self, *, status: str | None = "pending", instance_id: str | None = None, server: str | None = None,
-                     kind: str | None = None, task_id: str | None = None, since: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    def pending_rows(
+        self,
+        *,
+        status: str | None = "pending",
+        instance_id: str | None = None,
+        server: str | None = None,
+        kind: str | None = None,
+        task_id: str | None = None,
+        since: str | None = None,
+    ) -> list[dict[str, Any]]:
         where, params = [], []
-        for column, value in (("status", status), ("instance_id", instance_id), ("server", server), ("kind", kind),
-                              ("task_id", task_id)):  # fmt: skip
+        for column, value in (
+            ("status", status),
+            ("instance_id", instance_id),
+            ("server", server),
+            ("kind", kind),
+            ("task_id", task_id),
+        ):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
@@ -292,8 +384,9 @@ class Journal:
 
     @_mapped
     def set_cursor(self, session_id: str, event_id: str) -> None:
-        self.db["cursors"].upsert({"session_id": session_id, "last_event_id": event_id, "updated_at": now_iso()},
-                                  pk="session_id")  # fmt: skip
+        self.db["cursors"].upsert(
+            {"session_id": session_id, "last_event_id": event_id, "updated_at": now_iso()}, pk="session_id"
+        )
 
 
 class AsyncJournal:

@@ -16,18 +16,40 @@ migrations = sqlite_utils.Migrations("emceepee")
 @migrations()
 def m001_initial(db: sqlite_utils.Database) -> None:
     db["instances"].create(
-        {"instance_id": str, "pid": int, "machine": str, "started_at": str, "heartbeat_at": str,
-         "stopped_at": str, "host_name": str, "host_version": str},
+        {
+            "instance_id": str,
+            "pid": int,
+            "machine": str,
+            "started_at": str,
+            "heartbeat_at": str,
+            "stopped_at": str,
+            "host_name": str,
+            "host_version": str,
+        },
         pk="instance_id",
-    )  # fmt: skip
+    )
     db["tasks"].create(
-        {"task_id": str, "instance_id": str, "server": str, "tool": str, "args": str, "status": str,
-         "status_message": str, "progress": str, "result": str, "error": str, "created_at": str,
-         "last_updated_at": str, "expires_at": str, "finished_at": str, "cancel_requested": int},
+        {
+            "task_id": str,
+            "instance_id": str,
+            "server": str,
+            "tool": str,
+            "args": str,
+            "status": str,
+            "status_message": str,
+            "progress": str,
+            "result": str,
+            "error": str,
+            "created_at": str,
+            "last_updated_at": str,
+            "expires_at": str,
+            "finished_at": str,
+            "cancel_requested": int,
+        },
         pk="task_id",
         not_null={"instance_id", "server", "tool", "status", "created_at", "last_updated_at"},
         defaults={"cancel_requested": 0},
-    )  # fmt: skip
+    )
     db["tasks"].create_index(["status", "instance_id"])
     db["events"].create(
         {"event_id": str, "instance_id": str, "type": str, "server": str, "data": str, "created_at": str},
@@ -40,13 +62,29 @@ def m001_initial(db: sqlite_utils.Database) -> None:
 @migrations()
 def m002_pending_and_rounds(db: sqlite_utils.Database) -> None:
     db["pending"].create(
-        {"request_id": str, "instance_id": str, "server": str, "kind": str, "params": str, "status": str,
-         "task_id": str, "correlation": str, "input_key": str, "round": int, "forwarded": int,
-         "created_at": str, "expires_at": str, "answered_at": str, "answered_by": str, "answer": str, "error": str},
+        {
+            "request_id": str,
+            "instance_id": str,
+            "server": str,
+            "kind": str,
+            "params": str,
+            "status": str,
+            "task_id": str,
+            "correlation": str,
+            "input_key": str,
+            "round": int,
+            "forwarded": int,
+            "created_at": str,
+            "expires_at": str,
+            "answered_at": str,
+            "answered_by": str,
+            "answer": str,
+            "error": str,
+        },
         pk="request_id",
         not_null={"instance_id", "server", "kind", "params", "status", "created_at", "expires_at"},
         defaults={"round": 0, "forwarded": 0},
-    )  # fmt: skip
+    )
     db["pending"].create_index(["status", "instance_id"])
     db["pending"].create_index(["task_id", "round"])
     # A 2026-07-28 call suspended on input: its state and round survive a restart (see core/tasks.py).

@@ -64,7 +64,6 @@ SAMPLING_TRANSITIONS: dict[SamplingStatus, dict[SamplingStatus, str]] = {
 FINISHED_TASK = tuple(s for s in TaskStatus if s not in TASK_TRANSITIONS)
 
 
-
 def task_json(row: dict[str, Any]) -> dict[str, Any]:
     """A journal row as the task object every tool and CLI command shows."""
     out = {key: row[key] for key in ("task_id", "status", "server", "tool", "created_at", "last_updated_at")}

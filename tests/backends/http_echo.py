@@ -14,17 +14,24 @@ import mcp_types as types
 import uvicorn
 from mcp.server import Server, ServerRequestContext
 
-WHOAMI = types.Tool(name="whoami", description="The Authorization header of this request.",
-                    input_schema={"type": "object", "properties": {}})  # fmt: skip
+WHOAMI = types.Tool(
+    name="whoami",
+    description="The Authorization header of this request.",
+    input_schema={"type": "object", "properties": {}},
+)
 
 
-async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+async def list_tools(
+    ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
     return types.ListToolsResult(tools=[WHOAMI])
 
 
 async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
     headers = getattr(ctx.request, "headers", {}) or {}
-    return types.CallToolResult(content=[types.TextContent(type="text", text=headers.get("authorization", "none"))])
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=headers.get("authorization", "none"))]
+    )
 
 
 async def main() -> None:

@@ -22,21 +22,48 @@ URL_Q = "01URL000000000000000000000"
 SAMPLE = "01SAMPLE000000000000000000"
 SCHEMA = {
     "type": "object",
-    "properties": {"name": {"type": "string", "title": "Your name"},
-                   "color": {"type": "string", "enum": ["r", "g"]}},
+    "properties": {
+        "name": {"type": "string", "title": "Your name"},
+        "color": {"type": "string", "enum": ["r", "g"]},
+    },
     "required": ["name"],
-}  # fmt: skip
-URL_PARAMS = {"mode": "url", "message": "Sign in to the tracker", "url": "https://example.com/auth?x=1",
-              "elicitation_id": "e-1"}  # fmt: skip
-SAMPLING_PARAMS = {"messages": [{"role": "user", "content": {"type": "text", "text": "Name a colour"}}],
-                   "max_tokens": 100}  # fmt: skip
+}
+URL_PARAMS = {
+    "mode": "url",
+    "message": "Sign in to the tracker",
+    "url": "https://example.com/auth?x=1",
+    "elicitation_id": "e-1",
+}
+SAMPLING_PARAMS = {
+    "messages": [{"role": "user", "content": {"type": "text", "text": "Name a colour"}}],
+    "max_tokens": 100,
+}
 
 
-def ask(journal: Journal, request_id: str, params: dict[str, Any], *, kind: str = "elicitation",
-        instance: str = INSTANCE, task_id: str | None = None, age_s: float = 0.0) -> None:  # fmt: skip
-    journal.insert_pending({"request_id": request_id, "instance_id": instance, "server": "tracker", "kind": kind,
-                            "params": params, "status": "pending", "task_id": task_id, "correlation": "c-1",
-                            "created_at": now_iso(-age_s), "expires_at": now_iso(600)})  # fmt: skip
+def ask(
+    journal: Journal,
+    request_id: str,
+    params: dict[str, Any],
+    *,
+    kind: str = "elicitation",
+    instance: str = INSTANCE,
+    task_id: str | None = None,
+    age_s: float = 0.0,
+) -> None:
+    journal.insert_pending(
+        {
+            "request_id": request_id,
+            "instance_id": instance,
+            "server": "tracker",
+            "kind": kind,
+            "params": params,
+            "status": "pending",
+            "task_id": task_id,
+            "correlation": "c-1",
+            "created_at": now_iso(-age_s),
+            "expires_at": now_iso(600),
+        }
+    )
 
 
 def stored(journal: Journal, request_id: str) -> dict[str, Any]:
@@ -56,8 +83,13 @@ def journal() -> Journal:
 def dead_owner(journal: Journal) -> dict[str, Any]:
     finished = subprocess.Popen([sys.executable, "-c", "pass"])
     assert finished.wait(timeout=30) == 0
-    row = {"instance_id": "01GONE", "pid": finished.pid, "machine": socket.gethostname(),
-           "started_at": now_iso(-600), "heartbeat_at": now_iso(-300)}  # fmt: skip
+    row = {
+        "instance_id": "01GONE",
+        "pid": finished.pid,
+        "machine": socket.gethostname(),
+        "started_at": now_iso(-600),
+        "heartbeat_at": now_iso(-300),
+    }
     journal.db["instances"].insert(row)
     return row
 
@@ -135,8 +167,11 @@ def test_a_sampling_request_is_answered_with_text(journal: Journal) -> None:
     assert done.returncode == 0 and named.returncode == 0, (done.stderr, named.stderr)
     assert "user: Name a colour" in done.stdout and f"Answered {SAMPLE} (completed)" in done.stdout
     assert stored(journal, SAMPLE)["status"] == "completed"
-    assert json.loads(stored(journal, SAMPLE)["answer"]) == {"role": "assistant", "model": "human",
-                                                             "content": {"type": "text", "text": "Teal"}}  # fmt: skip
+    assert json.loads(stored(journal, SAMPLE)["answer"]) == {
+        "role": "assistant",
+        "model": "human",
+        "content": {"type": "text", "text": "Teal"},
+    }
     assert json.loads(stored(journal, "01SAMPLE2")["answer"])["model"] == "me-1"
 
 
@@ -184,8 +219,18 @@ def test_a_resumable_call_of_a_gone_process_is_answered_for_the_next_start(
     journal: Journal, dead_owner: dict[str, Any]
 ) -> None:
     at = now_iso()
-    journal.insert_task({"task_id": "01TASK", "instance_id": "01GONE", "server": "tracker", "tool": "file_bug", "args": {},
-                         "status": "working", "created_at": at, "last_updated_at": at})  # fmt: skip
+    journal.insert_task(
+        {
+            "task_id": "01TASK",
+            "instance_id": "01GONE",
+            "server": "tracker",
+            "tool": "file_bug",
+            "args": {},
+            "status": "working",
+            "created_at": at,
+            "last_updated_at": at,
+        }
+    )
     journal.set_round("01TASK", "opaque-state", 1)
     ask(
         journal,
@@ -287,8 +332,10 @@ def test_at_a_terminal_the_form_is_asked_field_by_field(journal: Journal) -> Non
     assert term.finish() == 0
     row = stored(journal, FORM)
     assert (row["status"], row["answered_by"]) == ("accepted", "cli")
-    assert json.loads(row["answer"]) == {"action": "accept",
-                                         "content": {"name": "Ada", "age": 30, "color": "g", "size": "l", "subscribe": True}}  # fmt: skip
+    assert json.loads(row["answer"]) == {
+        "action": "accept",
+        "content": {"name": "Ada", "age": 30, "color": "g", "size": "l", "subscribe": True},
+    }
 
 
 def test_at_a_terminal_a_url_question_is_opened_and_confirmed(journal: Journal, tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ from tests.support import ROOT
 
 
 def test_demo_walks_through_every_step_successfully() -> None:
-    done = subprocess.run([sys.executable, "-m", "emceepee_cli", "demo"], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "emceepee_cli", "demo"], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert done.returncode == 0, done.stderr
     assert "✓ tool_30 got 30" in done.stdout
     assert "exited during tools/call 'crash'" in done.stdout

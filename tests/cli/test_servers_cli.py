@@ -17,21 +17,48 @@ def test_version_prints_the_package_version() -> None:
     assert done.returncode == 0 and done.stdout.strip() == f"emceepee {__version__}"
 
 
-def test_servers_add_list_remove_round_trip_through_the_config(emceepee_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_servers_add_list_remove_round_trip_through_the_config(
+    emceepee_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GIT_TOKEN", "t")
     monkeypatch.setenv("API", "a")
-    added = run_cli("servers", "add", "git", "--env", "TOKEN=${GIT_TOKEN}", "--", "uvx", "mcp-server-git", "--repository", "~/src")
-    remote = run_cli("servers", "add", "remote", "--url", "https://example.com/mcp", "-H", "Authorization=Bearer ${API}")
+    added = run_cli(
+        "servers",
+        "add",
+        "git",
+        "--env",
+        "TOKEN=${GIT_TOKEN}",
+        "--",
+        "uvx",
+        "mcp-server-git",
+        "--repository",
+        "~/src",
+    )
+    remote = run_cli(
+        "servers", "add", "remote", "--url", "https://example.com/mcp", "-H", "Authorization=Bearer ${API}"
+    )
     listed = json.loads(run_cli("servers", "list", "--json").stdout)
     removed = run_cli("servers", "remove", "git")
     assert added.returncode == 0 and remote.returncode == 0, added.stderr + remote.stderr
     config = emceepee_home / "config.toml"
     assert listed["config"] == str(config)
     assert listed["servers"] == [
-        {"name": "git", "transport": "stdio", "enabled": True, "protocol": "legacy", "command": "uvx",
-         "args": ["mcp-server-git", "--repository", "~/src"]},
-        {"name": "remote", "transport": "http", "enabled": True, "protocol": "legacy", "url": "https://example.com/mcp"},
-    ]  # fmt: skip
+        {
+            "name": "git",
+            "transport": "stdio",
+            "enabled": True,
+            "protocol": "legacy",
+            "command": "uvx",
+            "args": ["mcp-server-git", "--repository", "~/src"],
+        },
+        {
+            "name": "remote",
+            "transport": "http",
+            "enabled": True,
+            "protocol": "legacy",
+            "url": "https://example.com/mcp",
+        },
+    ]
     assert removed.returncode == 0
     left = load_config(config).servers
     assert list(left) == ["remote"] and left["remote"].headers == {"Authorization": "Bearer ${API}"}

@@ -17,8 +17,18 @@ def journal() -> Journal:
     journal.register_instance("01INSTANCE")
     for task_id, tool in (("01AAAWORKING00000000000000", "slow"), ("01BBBDONE00000000000000000", "echo")):
         at = now_iso()
-        journal.insert_task({"task_id": task_id, "instance_id": "01INSTANCE", "server": "echo", "tool": tool,
-                             "args": {}, "status": "working", "created_at": at, "last_updated_at": at})  # fmt: skip
+        journal.insert_task(
+            {
+                "task_id": task_id,
+                "instance_id": "01INSTANCE",
+                "server": "echo",
+                "tool": tool,
+                "args": {},
+                "status": "working",
+                "created_at": at,
+                "last_updated_at": at,
+            }
+        )
     result = {"content": [{"type": "text", "text": "the answer"}], "structuredContent": {"n": 42}}
     journal.finish_task("01BBBDONE00000000000000000", TaskStatus.COMPLETED, result=result)
     return journal

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def http_backend() -> Iterator[int]:
-    process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "backends" / "http_echo.py")],
-                               stdout=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "backends" / "http_echo.py")], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert process.stdout is not None
         yield int(process.stdout.readline())
@@ -31,11 +32,16 @@ async def test_a_remote_backend_is_reached_with_its_configured_headers(
     tmp_path: Path, http_backend: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("REMOTE_TOKEN", "s3cret")
-    config = write_config(tmp_path / "config.toml", f'[servers.remote]\nurl = "http://127.0.0.1:{http_backend}/mcp"\n'
-                                                    'headers = { Authorization = "Bearer ${REMOTE_TOKEN}" }\n')  # fmt: skip
+    config = write_config(
+        tmp_path / "config.toml",
+        f'[servers.remote]\nurl = "http://127.0.0.1:{http_backend}/mcp"\n'
+        'headers = { Authorization = "Bearer ${REMOTE_TOKEN}" }\n',
+    )
     async with emceepee(config) as client:
         with anyio.fail_after(20):
-            result = await client.call_tool("execute_tool", {"server": "remote", "tool": "whoami", "args": {}})
+            result = await client.call_tool(
+                "execute_tool", {"server": "remote", "tool": "whoami", "args": {}}
+            )
             servers = payload(await client.call_tool("list_servers", {}))["servers"]
     assert texts(result) == ["Bearer s3cret"]
     assert servers[0]["transport"] == "http" and servers[0]["status"] == "ready" and "pid" not in servers[0]

@@ -43,28 +43,48 @@ def config(tmp_path: Path, record: Path) -> Path:
 
 async def ask(client: Client, question: str = "Who are you?") -> dict[str, Any]:
     """Call elicit.ask; it is promoted as soon as its question is parked (well before the timeout)."""
-    result = await client.call_tool("execute_tool", {"server": "elicit", "tool": "ask", "args": {"question": question},
-                                                     "timeout_ms": 30_000})  # fmt: skip
+    result = await client.call_tool(
+        "execute_tool",
+        {"server": "elicit", "tool": "ask", "args": {"question": question}, "timeout_ms": 30_000},
+    )
     return payload(result) | {"_envelope": envelope(result)}
 
 
-async def test_a_parked_elicitation_is_answered_by_the_model_and_the_task_completes(config: Path, record: Path) -> None:
+async def test_a_parked_elicitation_is_answered_by_the_model_and_the_task_completes(
+    config: Path, record: Path
+) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             promoted = await ask(client)
             listed = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
             request_id = listed[0]["request_id"]
-            answered = payload(await client.call_tool("respond_to_elicitation", {
-                "request_id": request_id[:12], "action": "accept", "content": {"name": "Ada", "age": 36}}))  # fmt: skip
+            answered = payload(
+                await client.call_tool(
+                    "respond_to_elicitation",
+                    {
+                        "request_id": request_id[:12],
+                        "action": "accept",
+                        "content": {"name": "Ada", "age": 36},
+                    },
+                )
+            )
             result = await client.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]})
             after = payload(await client.call_tool("get_elicitations", {}))
     question = listed[0]
-    assert question["message"] == "Who are you?" and question["server"] == "elicit" and question["status"] == "pending"
+    assert (
+        question["message"] == "Who are you?"
+        and question["server"] == "elicit"
+        and question["status"] == "pending"
+    )
     assert question["correlation"] == "sole" and question["task_id"] == promoted["proxy_task"]["task_id"]
     assert question["requested_schema"]["required"] == ["name"]
     assert promoted["_envelope"]["pending_client_action"]["elicitations"][0]["request_id"] == request_id
     saga = promoted["saga"]
-    assert saga["state"] == "suspended" and saga["steps"][0]["step_id"] == request_id and saga["steps"][0]["type"] == "elicitation"
+    assert (
+        saga["state"] == "suspended"
+        and saga["steps"][0]["step_id"] == request_id
+        and saga["steps"][0]["type"] == "elicitation"
+    )
     assert answered["answered"]["status"] == "accepted" and answered["answered"]["answered_by"] == "model"
     assert texts(result) == ["hello Ada"]
     assert after == {"elicitations": []}
@@ -76,14 +96,20 @@ async def test_an_invalid_answer_is_refused_and_the_question_stays_pending(confi
         with anyio.fail_after(20):
             promoted = await ask(client)
             request_id = promoted["saga"]["steps"][0]["step_id"]
-            wrong = await client.call_tool("respond_to_elicitation", {"request_id": request_id, "action": "accept",
-                                                                      "content": {"age": -1, "color": "pink"}})  # fmt: skip
+            wrong = await client.call_tool(
+                "respond_to_elicitation",
+                {"request_id": request_id, "action": "accept", "content": {"age": -1, "color": "pink"}},
+            )
             still = payload(await client.call_tool("get_elicitations", {"server": "elicit"}))["elicitations"]
             results: list[Any] = []
 
             async def answer(name: str) -> None:
-                results.append(await client.call_tool("respond_to_elicitation", {
-                    "request_id": request_id, "action": "accept", "content": {"name": name}}))  # fmt: skip
+                results.append(
+                    await client.call_tool(
+                        "respond_to_elicitation",
+                        {"request_id": request_id, "action": "accept", "content": {"name": name}},
+                    )
+                )
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(answer, "first")
@@ -107,9 +133,13 @@ async def test_a_host_that_can_elicit_gets_the_question_forwarded(config: Path) 
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"name": "Bo"})
 
-    async with Client(build_server(load_config(config)), mode="legacy", elicitation_callback=host_form) as client:
+    async with Client(
+        build_server(load_config(config)), mode="legacy", elicitation_callback=host_form
+    ) as client:
         with anyio.fail_after(20):
-            result = await client.call_tool("execute_tool", {"server": "elicit", "tool": "ask", "args": {"question": "Name?"}})
+            result = await client.call_tool(
+                "execute_tool", {"server": "elicit", "tool": "ask", "args": {"question": "Name?"}}
+            )
             tasks = payload(await client.call_tool("list_tasks", {"include_completed": True}))
     assert asked == ["Name?"]
     assert texts(result) == ["hello Bo"]  # answered inside the call: no task
@@ -122,7 +152,9 @@ async def test_a_host_that_fails_to_answer_leaves_the_question_parked(config: Pa
     async def broken_form(ctx: Any, params: types.ElicitRequestParams) -> types.ErrorData:
         return types.ErrorData(code=types.INTERNAL_ERROR, message="form crashed")
 
-    async with Client(build_server(load_config(config)), mode="legacy", elicitation_callback=broken_form) as client:
+    async with Client(
+        build_server(load_config(config)), mode="legacy", elicitation_callback=broken_form
+    ) as client:
         with anyio.fail_after(20):
             promoted = await ask(client)
             request_id = promoted["saga"]["steps"][0]["step_id"]
@@ -134,11 +166,25 @@ async def test_a_host_that_fails_to_answer_leaves_the_question_parked(config: Pa
 async def test_sampling_is_answered_by_the_model(config: Path, record: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
-            promoted = payload(await client.call_tool("execute_tool", {"server": "sampling", "tool": "summarize",
-                                                                       "args": {"text": "a long story"}, "timeout_ms": 30_000}))  # fmt: skip
+            promoted = payload(
+                await client.call_tool(
+                    "execute_tool",
+                    {
+                        "server": "sampling",
+                        "tool": "summarize",
+                        "args": {"text": "a long story"},
+                        "timeout_ms": 30_000,
+                    },
+                )
+            )
             [request] = payload(await client.call_tool("get_sampling_requests", {}))["sampling_requests"]
-            wrong_tool = await client.call_tool("respond_to_elicitation", {"request_id": request["request_id"], "action": "decline"})
-            await client.call_tool("respond_to_sampling", {"request_id": request["request_id"], "content": "short", "model": "me"})
+            wrong_tool = await client.call_tool(
+                "respond_to_elicitation", {"request_id": request["request_id"], "action": "decline"}
+            )
+            await client.call_tool(
+                "respond_to_sampling",
+                {"request_id": request["request_id"], "content": "short", "model": "me"},
+            )
             result = await client.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]})
     assert request["kind"] == "sampling" and request["params"]["max_tokens"] == 100
     assert request["params"]["messages"][0]["content"]["text"] == "Summarize: a long story"
@@ -147,7 +193,9 @@ async def test_sampling_is_answered_by_the_model(config: Path, record: Path) -> 
     assert 'answer {"model": "me", "text": "short"}' in record.read_text()
 
 
-async def test_an_unanswered_question_expires_and_the_backend_gets_an_error(tmp_path: Path, record: Path) -> None:
+async def test_an_unanswered_question_expires_and_the_backend_gets_an_error(
+    tmp_path: Path, record: Path
+) -> None:
     config = make_config(tmp_path, record, "[defaults]\npending_timeout_ms = 300\n")
     async with emceepee(config) as client:
         with anyio.fail_after(20):
@@ -176,16 +224,32 @@ async def test_a_backend_dying_rejects_its_questions(config: Path) -> None:
     assert row["status"] == "rejected" and "withdrew the request, or stopped" in row["error"]
 
 
-async def test_a_modern_backend_suspends_twice_and_is_resumed_through_resume_tool(config: Path, record: Path) -> None:
+async def test_a_modern_backend_suspends_twice_and_is_resumed_through_resume_tool(
+    config: Path, record: Path
+) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(30):
-            first = payload(await client.call_tool("execute_tool", {"server": "modern", "tool": "book", "args": {"city": "Paris"}}))
+            first = payload(
+                await client.call_tool(
+                    "execute_tool", {"server": "modern", "tool": "book", "args": {"city": "Paris"}}
+                )
+            )
             [date_step] = first["saga"]["steps"]
-            second = await client.call_tool("resume_tool", {"saga_token": first["saga"]["saga_token"], "completed_steps": [
-                {"step_id": date_step["step_id"], "result": {"date": "2026-08-01"}}]})  # fmt: skip
+            second = await client.call_tool(
+                "resume_tool",
+                {
+                    "saga_token": first["saga"]["saga_token"],
+                    "completed_steps": [{"step_id": date_step["step_id"], "result": {"date": "2026-08-01"}}],
+                },
+            )
             [hotel_step] = payload(second)["saga"]["steps"]
-            done = await client.call_tool("resume_tool", {"saga_token": payload(second)["saga"]["saga_token"], "completed_steps": [
-                {"step_id": hotel_step["step_id"], "result": "Hotel Lutetia"}]})  # fmt: skip
+            done = await client.call_tool(
+                "resume_tool",
+                {
+                    "saga_token": payload(second)["saga"]["saga_token"],
+                    "completed_steps": [{"step_id": hotel_step["step_id"], "result": "Hotel Lutetia"}],
+                },
+            )
     assert date_step["type"] == "elicitation" and date_step["params"]["correlation"] == "exact"
     assert date_step["params"]["requested_schema"]["required"] == ["date"]
     assert hotel_step["type"] == "sampling"
@@ -197,14 +261,27 @@ async def test_a_modern_backend_suspends_twice_and_is_resumed_through_resume_too
 async def test_a_tampered_or_foreign_saga_token_is_refused(config: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(30):
-            first = payload(await client.call_tool("execute_tool", {"server": "modern", "tool": "book", "args": {"city": "Rome"}}))
+            first = payload(
+                await client.call_tool(
+                    "execute_tool", {"server": "modern", "tool": "book", "args": {"city": "Rome"}}
+                )
+            )
             token = first["saga"]["saga_token"]
             step = first["saga"]["steps"][0]["step_id"]
             body, mac = token.split(".")
-            tampered = await client.call_tool("resume_tool", {"saga_token": body[:-2] + ("AA" if body[-2:] != "AA" else "BB") + "." + mac,
-                                                              "completed_steps": [{"step_id": step, "result": {"date": "x"}}]})  # fmt: skip
-            forged = await client.call_tool("resume_tool", {"saga_token": body + ".AAAA", "completed_steps": []})
-            other_step = await client.call_tool("resume_tool", {"saga_token": token, "completed_steps": [{"step_id": "01OTHER"}]})
+            tampered = await client.call_tool(
+                "resume_tool",
+                {
+                    "saga_token": body[:-2] + ("AA" if body[-2:] != "AA" else "BB") + "." + mac,
+                    "completed_steps": [{"step_id": step, "result": {"date": "x"}}],
+                },
+            )
+            forged = await client.call_tool(
+                "resume_tool", {"saga_token": body + ".AAAA", "completed_steps": []}
+            )
+            other_step = await client.call_tool(
+                "resume_tool", {"saga_token": token, "completed_steps": [{"step_id": "01OTHER"}]}
+            )
             still = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
     for refused in (tampered, forged):
         assert refused.is_error and "not issued by this emceepee, or was altered" in texts(refused)[0]
@@ -212,7 +289,9 @@ async def test_a_tampered_or_foreign_saga_token_is_refused(config: Path) -> None
     assert [q["request_id"] for q in still] == [step]  # nothing was answered
 
 
-async def test_the_park_policy_keeps_a_question_from_a_host_that_could_answer(tmp_path: Path, record: Path) -> None:
+async def test_the_park_policy_keeps_a_question_from_a_host_that_could_answer(
+    tmp_path: Path, record: Path
+) -> None:
     config = make_config(tmp_path, record, '[defaults]\nelicitation = "park"\n')
     asked: list[str] = []
 
@@ -220,11 +299,16 @@ async def test_the_park_policy_keeps_a_question_from_a_host_that_could_answer(tm
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"name": "Host"})
 
-    async with Client(build_server(load_config(config)), mode="legacy", elicitation_callback=host_form) as client:
+    async with Client(
+        build_server(load_config(config)), mode="legacy", elicitation_callback=host_form
+    ) as client:
         with anyio.fail_after(20):
             promoted = await ask(client)
             step = promoted["saga"]["steps"][0]["step_id"]
-            await client.call_tool("respond_to_elicitation", {"request_id": step, "action": "accept", "content": {"name": "Model"}})
+            await client.call_tool(
+                "respond_to_elicitation",
+                {"request_id": step, "action": "accept", "content": {"name": "Model"}},
+            )
             result = await client.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]})
     assert asked == []
     assert texts(result) == ["hello Model"]
@@ -233,9 +317,15 @@ async def test_the_park_policy_keeps_a_question_from_a_host_that_could_answer(tm
 async def test_a_url_elicitation_shows_its_url_and_is_accepted_without_content(config: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
-            promoted = payload(await client.call_tool("execute_tool", {"server": "elicit", "tool": "ask_url", "args": {}, "timeout_ms": 30_000}))
+            promoted = payload(
+                await client.call_tool(
+                    "execute_tool", {"server": "elicit", "tool": "ask_url", "args": {}, "timeout_ms": 30_000}
+                )
+            )
             [question] = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
-            await client.call_tool("respond_to_elicitation", {"request_id": question["request_id"], "action": "accept"})
+            await client.call_tool(
+                "respond_to_elicitation", {"request_id": question["request_id"], "action": "accept"}
+            )
             result = await client.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]})
     assert question["url"] == "https://example.com/authorize?x=1" and "requested_schema" not in question
     assert texts(result) == ["accept"]
@@ -245,10 +335,14 @@ async def test_cancelling_the_call_withdraws_its_question(config: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             promoted = await ask(client)
-            cancelled = payload(await client.call_tool("cancel_task", {"task_id": promoted["proxy_task"]["task_id"]}))
+            cancelled = payload(
+                await client.call_tool("cancel_task", {"task_id": promoted["proxy_task"]["task_id"]})
+            )
             left = payload(await client.call_tool("get_elicitations", {}))
-            late = await client.call_tool("respond_to_elicitation", {"request_id": promoted["saga"]["steps"][0]["step_id"],
-                                                                     "action": "decline"})  # fmt: skip
+            late = await client.call_tool(
+                "respond_to_elicitation",
+                {"request_id": promoted["saga"]["steps"][0]["step_id"], "action": "decline"},
+            )
     assert cancelled["task"]["status"] == "cancelled"
     assert left == {"elicitations": []}
     [row] = Journal().pending_rows(status=None)

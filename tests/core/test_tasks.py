@@ -34,16 +34,25 @@ def config(tmp_path: Path, record: Path) -> Path:
 
 
 async def slow(client: Client, seconds: float, timeout_ms: int, server: str = "echo") -> dict[str, Any]:
-    result = await client.call_tool("execute_tool", {"server": server, "tool": "slow", "args": {"seconds": seconds, "steps": 1},
-                                                     "timeout_ms": timeout_ms})  # fmt: skip
+    result = await client.call_tool(
+        "execute_tool",
+        {
+            "server": server,
+            "tool": "slow",
+            "args": {"seconds": seconds, "steps": 1},
+            "timeout_ms": timeout_ms,
+        },
+    )
     return payload(result)
 
 
 async def test_a_slow_call_becomes_a_task_and_its_result_comes_later(config: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(30):
-            promoted = await client.call_tool("execute_tool", {"server": "echo", "tool": "slow",
-                                                               "args": {"seconds": 3, "steps": 3}, "timeout_ms": 200})  # fmt: skip
+            promoted = await client.call_tool(
+                "execute_tool",
+                {"server": "echo", "tool": "slow", "args": {"seconds": 3, "steps": 3}, "timeout_ms": 200},
+            )
             task = payload(promoted)["proxy_task"]
             result = await client.call_tool("get_task_result", {"task_id": task["task_id"]})
             finished = payload(await client.call_tool("get_task", {"task_id": task["task_id"][:10]}))["task"]
@@ -57,9 +66,18 @@ async def test_a_slow_call_becomes_a_task_and_its_result_comes_later(config: Pat
 async def test_a_fast_call_never_creates_a_task(config: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
-            await client.call_tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "quick"}})
-            quick = await client.call_tool("execute_tool", {"server": "echo", "tool": "slow",
-                                                            "args": {"seconds": 0.05, "steps": 1}, "timeout_ms": 10_000})  # fmt: skip
+            await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "quick"}}
+            )
+            quick = await client.call_tool(
+                "execute_tool",
+                {
+                    "server": "echo",
+                    "tool": "slow",
+                    "args": {"seconds": 0.05, "steps": 1},
+                    "timeout_ms": 10_000,
+                },
+            )
             tasks = payload(await client.call_tool("list_tasks", {"include_completed": True}))
     assert texts(quick) == ["slept 0.05 s"]
     assert tasks == {"tasks": []}
@@ -71,7 +89,9 @@ async def test_cancel_task_cancels_the_backend_call(config: Path, record: Path) 
             task = (await slow(client, 30, 100))["proxy_task"]
             cancelled = payload(await client.call_tool("cancel_task", {"task_id": task["task_id"]}))
             # a later round trip to the same backend: it has handled the cancellation by then
-            await client.call_tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "after"}})
+            await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "after"}}
+            )
             result = await client.call_tool("get_task_result", {"task_id": task["task_id"]})
             again = await client.call_tool("cancel_task", {"task_id": task["task_id"]})
     assert cancelled["task"]["status"] == "cancelled"
@@ -90,18 +110,28 @@ async def test_await_activity_wakes_when_a_task_completes_and_delivers_each_even
             quiet = payload(await client.call_tool("await_activity", {"timeout_ms": 100}))
     assert {"type": "event", "event_type": "task_status", "server": "echo"} in activity["triggers"]
     assert quiet["triggers"] == [{"type": "timeout"}] and quiet["events"] == []
-    assert quiet["pending_server"] == [] and quiet["pending_client"] == {"elicitations": [], "sampling_requests": []}
+    assert quiet["pending_server"] == [] and quiet["pending_client"] == {
+        "elicitations": [],
+        "sampling_requests": [],
+    }
 
 
 async def test_events_ride_on_any_response_exactly_once(config: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             listing = await client.call_tool("list_tools", {})  # waits for both backends to connect
-            quiet = await client.call_tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "a"}})
-            changed = await client.call_tool("execute_tool", {"server": "echo", "tool": "add_tool", "args": {"name": "z"}})
+            quiet = await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "a"}}
+            )
+            changed = await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "add_tool", "args": {"name": "z"}}
+            )
             after = await client.call_tool("list_servers", {})
     connected = listing.structured_content["events_since_last_response"]
-    assert {(e["type"], e["server"]) for e in connected} == {("server_connected", "echo"), ("server_connected", "crashy")}
+    assert {(e["type"], e["server"]) for e in connected} == {
+        ("server_connected", "echo"),
+        ("server_connected", "crashy"),
+    }
     assert envelope(listing)["events_since_last_response"] == connected  # same JSON in the text block
     assert envelope(quiet) == {} and texts(quiet) == ["a"]
     [event] = envelope(changed)["events_since_last_response"]
@@ -113,12 +143,20 @@ async def test_events_ride_on_any_response_exactly_once(config: Path) -> None:
 async def test_a_backend_dying_fails_its_task_with_the_reason(config: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
-            promoted = payload(await client.call_tool("execute_tool", {"server": "crashy", "tool": "crash",
-                                                                       "args": {"after_ms": 500}, "timeout_ms": 50}))  # fmt: skip
+            promoted = payload(
+                await client.call_tool(
+                    "execute_tool",
+                    {"server": "crashy", "tool": "crash", "args": {"after_ms": 500}, "timeout_ms": 50},
+                )
+            )
             result = await client.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]})
             listed = payload(await client.call_tool("list_tasks", {"status": "failed"}))["tasks"]
     assert result.is_error
-    assert "failed" in texts(result)[0] and "exit code 3" in texts(result)[0] and "about to crash" in texts(result)[0]
+    assert (
+        "failed" in texts(result)[0]
+        and "exit code 3" in texts(result)[0]
+        and "about to crash" in texts(result)[0]
+    )
     assert [t["task_id"] for t in listed] == [promoted["proxy_task"]["task_id"]]
     assert "exit code 3" in listed[0]["error"]
 
@@ -129,7 +167,9 @@ async def test_a_task_past_its_ttl_expires_and_its_call_is_cancelled(tmp_path: P
         with anyio.fail_after(20):
             task = (await slow(client, 30, 50))["proxy_task"]
             await until_event(client, "expired", task["task_id"])
-            await client.call_tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "after"}})
+            await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "after"}}
+            )
             result = await client.call_tool("get_task_result", {"task_id": task["task_id"]})
     assert result.is_error and "expired" in texts(result)[0]
     assert "cancelled slow" in record.read_text()
@@ -168,10 +208,25 @@ async def test_progress_reaches_the_host_while_it_waits_on_a_task(config: Path) 
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             task = (await slow(client, 0.1, 1))["proxy_task"]
-            await client.call_tool("get_task_result", {"task_id": task["task_id"]}, progress_callback=on_progress)
-            promoted = payload(await client.call_tool("execute_tool", {
-                "server": "echo", "tool": "slow", "args": {"seconds": 0.4, "steps": 4}, "timeout_ms": 150}))  # fmt: skip
-            await client.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]}, progress_callback=on_progress)
+            await client.call_tool(
+                "get_task_result", {"task_id": task["task_id"]}, progress_callback=on_progress
+            )
+            promoted = payload(
+                await client.call_tool(
+                    "execute_tool",
+                    {
+                        "server": "echo",
+                        "tool": "slow",
+                        "args": {"seconds": 0.4, "steps": 4},
+                        "timeout_ms": 150,
+                    },
+                )
+            )
+            await client.call_tool(
+                "get_task_result",
+                {"task_id": promoted["proxy_task"]["task_id"]},
+                progress_callback=on_progress,
+            )
     assert seen and seen == sorted(seen) and len(seen) >= 2
 
 
@@ -180,9 +235,15 @@ async def test_every_blocking_wait_is_clamped_below_the_hosts_cutoff(tmp_path: P
     async with emceepee(config) as client:
         with anyio.fail_after(10):  # each wait below asks for a minute; the clamp answers in 0.3 s
             task = (await slow(client, 30, 60_000))["proxy_task"]
-            still = payload(await client.call_tool("get_task_result", {"task_id": task["task_id"], "timeout_ms": 60_000}))
+            still = payload(
+                await client.call_tool("get_task_result", {"task_id": task["task_id"], "timeout_ms": 60_000})
+            )
             activity = payload(await client.call_tool("await_activity", {"timeout_ms": 60_000}))
             await client.call_tool("cancel_task", {"task_id": task["task_id"]})
     assert still["task"]["status"] == "working"
-    assert activity["pending_server"] == [{"server": "echo", "working_tasks": [{"task_id": task["task_id"], "tool": "slow",
-                                                                                 "status": "working"}]}]  # fmt: skip
+    assert activity["pending_server"] == [
+        {
+            "server": "echo",
+            "working_tasks": [{"task_id": task["task_id"], "tool": "slow", "status": "working"}],
+        }
+    ]

@@ -24,11 +24,19 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    return write_config(tmp_path / "config.toml", example_table("elicit", "elicit.py"), example_table("sampling", "sampling.py"))
+    return write_config(
+        tmp_path / "config.toml",
+        example_table("elicit", "elicit.py"),
+        example_table("sampling", "sampling.py"),
+    )
 
 
 async def question(client: Client, server: str, tool: str, args: dict[str, str]) -> tuple[str, str]:
-    promoted = payload(await client.call_tool("execute_tool", {"server": server, "tool": tool, "args": args, "timeout_ms": 30_000}))
+    promoted = payload(
+        await client.call_tool(
+            "execute_tool", {"server": server, "tool": tool, "args": args, "timeout_ms": 30_000}
+        )
+    )
     return promoted["proxy_task"]["task_id"], promoted["saga"]["steps"][0]["step_id"]
 
 
@@ -37,7 +45,9 @@ async def test_emceepee_answer_json_reaches_the_backend_and_the_task_completes(c
         with anyio.fail_after(30):
             task_id, request_id = await question(client, "elicit", "ask", {"question": "Name?"})
             listed = run_cli("pending")
-            done = await anyio.to_thread.run_sync(lambda: run_cli("answer", request_id[:14], "--json", '{"name": "Cli"}'))
+            done = await anyio.to_thread.run_sync(
+                lambda: run_cli("answer", request_id[:14], "--json", '{"name": "Cli"}')
+            )
             result = await client.call_tool("get_task_result", {"task_id": task_id})
             left = payload(await client.call_tool("get_elicitations", {}))
     assert "Name?" in listed.stdout and request_id in listed.stdout
@@ -71,7 +81,9 @@ async def test_a_sampling_request_is_answered_from_the_cli(config: Path) -> None
     async with serving(config) as client:
         with anyio.fail_after(30):
             task_id, request_id = await question(client, "sampling", "summarize", {"text": "the whole saga"})
-            done = await anyio.to_thread.run_sync(lambda: run_cli("answer", request_id, "--text", "short saga"))
+            done = await anyio.to_thread.run_sync(
+                lambda: run_cli("answer", request_id, "--text", "short saga")
+            )
             result = await client.call_tool("get_task_result", {"task_id": task_id})
     assert done.returncode == 0, done.stderr
     assert texts(result) == ["summary: short saga"]

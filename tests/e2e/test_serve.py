@@ -39,12 +39,24 @@ async def test_a_host_reaches_every_backend_through_serve(config: Path) -> None:
         with anyio.fail_after(30):
             await client.call_tool("list_tools", {})
             servers = {r["name"]: r for r in payload(await client.call_tool("list_servers", {}))["servers"]}
-            echo = await client.call_tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "over stdio"}})
-            structured = await client.call_tool("execute_tool", {"server": "echo", "tool": "structured", "args": {}})
-            failed = await client.call_tool("execute_tool", {"server": "echo", "tool": "fail", "args": {"message": "m"}})
-            thirtieth = await client.call_tool("execute_tool", {"server": "many", "tool": "tool_30", "args": {"n": 1}})
+            echo = await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "over stdio"}}
+            )
+            structured = await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "structured", "args": {}}
+            )
+            failed = await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "fail", "args": {"message": "m"}}
+            )
+            thirtieth = await client.call_tool(
+                "execute_tool", {"server": "many", "tool": "tool_30", "args": {"n": 1}}
+            )
             readme = await client.call_tool("read_resource", {"server": "echo", "uri": "echo://readme"})
-            prompt = payload(await client.call_tool("get_prompt", {"server": "echo", "name": "greet", "arguments": {"name": "Bo"}}))
+            prompt = payload(
+                await client.call_tool(
+                    "get_prompt", {"server": "echo", "name": "greet", "arguments": {"name": "Bo"}}
+                )
+            )
     assert servers["echo"]["status"] == "ready" and servers["many"]["status"] == "ready"
     assert servers["many"]["tools"] == 40
     assert texts(echo) == ["over stdio"]

@@ -27,9 +27,18 @@ async def test_the_diagrams_resource_shows_every_state_and_transition(tmp_path: 
             read = await client.read_resource("emceepee://diagrams")
     assert [r.uri for r in listed.resources] == ["emceepee://diagrams"]
     diagrams = {d["name"]: d for d in json.loads(read.contents[0].text)["diagrams"]}
-    assert set(diagrams) == {"task_states", "elicitation_states", "sampling_states", "tool_call_lifecycle", "entities"}
-    for name, table in (("task_states", TASK_TRANSITIONS), ("elicitation_states", ELICITATION_TRANSITIONS),
-                        ("sampling_states", SAMPLING_TRANSITIONS)):  # fmt: skip
+    assert set(diagrams) == {
+        "task_states",
+        "elicitation_states",
+        "sampling_states",
+        "tool_call_lifecycle",
+        "entities",
+    }
+    for name, table in (
+        ("task_states", TASK_TRANSITIONS),
+        ("elicitation_states", ELICITATION_TRANSITIONS),
+        ("sampling_states", SAMPLING_TRANSITIONS),
+    ):
         mermaid = diagrams[name]["mermaid"]
         assert mermaid.startswith("stateDiagram-v2")
         for old, moves in table.items():

@@ -34,18 +34,37 @@ async def test_the_host_sees_the_fixed_meta_tools(config: Path) -> None:
     async with emceepee(config) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
     assert names == {
-        "list_servers", "add_server", "remove_server", "list_tools", "execute_tool", "list_resources", "read_resource",
-        "list_prompts", "get_prompt", "get_notifications", "get_logs", "get_elicitations", "respond_to_elicitation",
-        "get_sampling_requests", "respond_to_sampling", "list_tasks", "get_task", "get_task_result", "cancel_task",
-        "await_activity", "resume_tool",
-    }  # fmt: skip
+        "list_servers",
+        "add_server",
+        "remove_server",
+        "list_tools",
+        "execute_tool",
+        "list_resources",
+        "read_resource",
+        "list_prompts",
+        "get_prompt",
+        "get_notifications",
+        "get_logs",
+        "get_elicitations",
+        "respond_to_elicitation",
+        "get_sampling_requests",
+        "respond_to_sampling",
+        "list_tasks",
+        "get_task",
+        "get_task_result",
+        "cancel_task",
+        "await_activity",
+        "resume_tool",
+    }
 
 
 async def test_list_servers_shows_ready_backends_and_a_missing_command_as_failed(config: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             await client.call_tool("list_tools", {})  # waits (bounded) for backends still starting
-            servers = {row["name"]: row for row in payload(await client.call_tool("list_servers", {}))["servers"]}
+            servers = {
+                row["name"]: row for row in payload(await client.call_tool("list_servers", {}))["servers"]
+            }
     assert servers["echo"]["status"] == "ready" and servers["echo"]["pid"] > 0
     assert servers["many"]["tools"] == 40
     assert servers["ghost"]["status"] == "failed"
@@ -56,20 +75,32 @@ async def test_list_servers_shows_ready_backends_and_a_missing_command_as_failed
 async def test_execute_tool_passes_the_backend_result_through_unchanged(config: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
-            echoed = await client.call_tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "hé"}})
-            added = await client.call_tool("execute_tool", {"server": "echo", "tool": "add", "args": {"a": 2, "b": 3.5}})
-            failed = await client.call_tool("execute_tool", {"server": "echo", "tool": "fail", "args": {"message": "nope"}})
-            tenth = await client.call_tool("execute_tool", {"server": "many", "tool": "tool_30", "args": {"n": 7}})
+            echoed = await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "hé"}}
+            )
+            added = await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "add", "args": {"a": 2, "b": 3.5}}
+            )
+            failed = await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "fail", "args": {"message": "nope"}}
+            )
+            tenth = await client.call_tool(
+                "execute_tool", {"server": "many", "tool": "tool_30", "args": {"n": 7}}
+            )
     assert texts(echoed) == ["hé"] and not echoed.is_error
     assert added.structured_content == {"sum": 5.5}
     assert failed.is_error and texts(failed) == ["nope"]
     assert texts(tenth) == ["tool_30 got 7"]
 
 
-async def test_invalid_args_are_refused_with_the_field_named_and_never_sent(config: Path, record: Path) -> None:
+async def test_invalid_args_are_refused_with_the_field_named_and_never_sent(
+    config: Path, record: Path
+) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
-            result = await client.call_tool("execute_tool", {"server": "echo", "tool": "slow", "args": {"seconds": "x"}})
+            result = await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "slow", "args": {"seconds": "x"}}
+            )
     assert result.is_error
     assert "args.seconds" in texts(result)[0] and "not of type 'number'" in texts(result)[0]
     assert "started slow" not in (record.read_text() if record.exists() else "")
@@ -94,7 +125,11 @@ async def test_resources_templates_and_prompts_pass_through(config: Path) -> Non
             listing = payload(await client.call_tool("list_resources", {"server": "echo"}))
             readme = await client.call_tool("read_resource", {"server": "echo", "uri": "echo://readme"})
             item = await client.call_tool("read_resource", {"server": "echo", "uri": "echo://items/42"})
-            prompt = payload(await client.call_tool("get_prompt", {"server": "echo", "name": "greet", "arguments": {"name": "Ada"}}))
+            prompt = payload(
+                await client.call_tool(
+                    "get_prompt", {"server": "echo", "name": "greet", "arguments": {"name": "Ada"}}
+                )
+            )
             prompts = payload(await client.call_tool("list_prompts", {"server": "many"}))
     group = listing["servers"][0]
     assert [r["uri"] for r in group["resources"]] == ["echo://readme"]
@@ -111,7 +146,9 @@ async def test_a_backend_crashing_mid_call_fails_fast_then_is_restarted(config: 
         with anyio.fail_after(20):
             await client.call_tool("execute_tool", {"server": "crashy", "tool": "ok"})
         with anyio.fail_after(2):
-            crashed = await client.call_tool("execute_tool", {"server": "crashy", "tool": "crash", "args": {"after_ms": 100}})
+            crashed = await client.call_tool(
+                "execute_tool", {"server": "crashy", "tool": "crash", "args": {"after_ms": 100}}
+            )
         with anyio.fail_after(20):
             after = await client.call_tool("execute_tool", {"server": "crashy", "tool": "ok"})
             servers = {r["name"]: r for r in payload(await client.call_tool("list_servers", {}))["servers"]}
@@ -134,7 +171,9 @@ async def test_garbage_on_a_backends_stdout_is_logged_and_the_backend_keeps_work
 async def test_a_new_tool_announced_by_list_changed_can_be_called(config: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
-            await client.call_tool("execute_tool", {"server": "echo", "tool": "add_tool", "args": {"name": "zeta"}})
+            await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "add_tool", "args": {"name": "zeta"}}
+            )
             zeta = await client.call_tool("execute_tool", {"server": "echo", "tool": "zeta", "args": {}})
             found = payload(await client.call_tool("list_tools", {"server": "echo", "pattern": "^ZETA$"}))
             notes = payload(await client.call_tool("get_notifications", {"server": "echo"}))["notifications"]
@@ -146,9 +185,13 @@ async def test_a_new_tool_announced_by_list_changed_can_be_called(config: Path) 
 async def test_backend_logs_and_stderr_are_kept_for_get_logs(config: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
-            await client.call_tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "log me"}})
+            await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "log me"}}
+            )
             await client.call_tool("execute_tool", {"server": "crashy", "tool": "crash"})
-            echo_logs = payload(await client.call_tool("get_logs", {"server": "echo", "level": "info"}))["logs"]
+            echo_logs = payload(await client.call_tool("get_logs", {"server": "echo", "level": "info"}))[
+                "logs"
+            ]
             crashy_logs = payload(await client.call_tool("get_logs", {"server": "crashy"}))["logs"]
     assert any(e["source"] == "mcp" and "log me" in e["message"] for e in echo_logs)
     assert any(e["source"] == "stderr" and "about to crash" in e["message"] for e in crashy_logs)
@@ -163,26 +206,37 @@ async def test_progress_from_the_backend_is_relayed_to_the_host(config: Path) ->
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             result = await client.call_tool(
-                "execute_tool", {"server": "echo", "tool": "slow", "args": {"seconds": 0.2, "steps": 4}},
+                "execute_tool",
+                {"server": "echo", "tool": "slow", "args": {"seconds": 0.2, "steps": 4}},
                 progress_callback=on_progress,
             )
     assert not result.is_error
     assert seen == [1, 2, 3, 4]
 
 
-async def test_add_server_starts_and_saves_it_and_remove_server_undoes_both(config: Path, tmp_path: Path) -> None:
+async def test_add_server_starts_and_saves_it_and_remove_server_undoes_both(
+    config: Path, tmp_path: Path
+) -> None:
     import sys
 
     from tests.support import EXAMPLES
 
     async with emceepee(config) as client:
         with anyio.fail_after(30):
-            added = payload(await client.call_tool("add_server", {
-                "name": "echo2", "command": sys.executable, "args": [str(EXAMPLES / "echo.py")]}))  # fmt: skip
-            called = await client.call_tool("execute_tool", {"server": "echo2", "tool": "echo", "args": {"text": "2"}})
+            added = payload(
+                await client.call_tool(
+                    "add_server",
+                    {"name": "echo2", "command": sys.executable, "args": [str(EXAMPLES / "echo.py")]},
+                )
+            )
+            called = await client.call_tool(
+                "execute_tool", {"server": "echo2", "tool": "echo", "args": {"text": "2"}}
+            )
             saved = load_config(config).servers
             removed = payload(await client.call_tool("remove_server", {"name": "echo2"}))
-            gone = await client.call_tool("execute_tool", {"server": "echo2", "tool": "echo", "args": {"text": "2"}})
+            gone = await client.call_tool(
+                "execute_tool", {"server": "echo2", "tool": "echo", "args": {"text": "2"}}
+            )
     assert added["status"] == "ready" and added["persisted"] is True
     assert texts(called) == ["2"]
     assert saved["echo2"].args == (str(EXAMPLES / "echo.py"),)
@@ -210,7 +264,9 @@ async def test_a_broken_server_table_is_reported_and_the_rest_still_load(tmp_pat
     )
     async with emceepee(config) as client:
         with anyio.fail_after(20):
-            ok = await client.call_tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "fine"}})
+            ok = await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "fine"}}
+            )
             servers = {r["name"]: r for r in payload(await client.call_tool("list_servers", {}))["servers"]}
             typo = await client.call_tool("execute_tool", {"server": "typo", "tool": "x"})
     assert texts(ok) == ["fine"]
@@ -224,7 +280,9 @@ async def test_a_backend_that_keeps_failing_to_start_is_failed_after_its_restart
     from emceepee_cli.core import backend
 
     monkeypatch.setattr(backend, "RESTART_BACKOFF_S", (0.01, 0.02, 0.03))  # the test switch: no real backoff
-    config = write_config(tmp_path / "config.toml", example_table("crashy", "crashy.py", env={"CRASHY_FAIL_AT_START": "1"}))
+    config = write_config(
+        tmp_path / "config.toml", example_table("crashy", "crashy.py", env={"CRASHY_FAIL_AT_START": "1"})
+    )
     async with emceepee(config) as client:
         with anyio.fail_after(30):
             while True:

@@ -19,8 +19,16 @@ from emceepee_cli.store.records import TaskStatus
 
 def task_row(task_id: str, instance_id: str) -> dict[str, object]:
     at = now_iso()
-    return {"task_id": task_id, "instance_id": instance_id, "server": "s", "tool": "t", "args": {"a": 1},
-            "status": "working", "created_at": at, "last_updated_at": at}  # fmt: skip
+    return {
+        "task_id": task_id,
+        "instance_id": instance_id,
+        "server": "s",
+        "tool": "t",
+        "args": {"a": 1},
+        "status": "working",
+        "created_at": at,
+        "last_updated_at": at,
+    }
 
 
 def test_a_blank_database_reaches_the_current_schema(tmp_path: Path) -> None:
@@ -34,7 +42,9 @@ def test_a_journal_from_a_newer_emceepee_is_refused_and_left_alone(tmp_path: Pat
     path = tmp_path / "j.db"
     Journal(path).close()
     with sqlite3.connect(path) as conn:
-        conn.execute("INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES ('emceepee', 'm999_future', 'x')")
+        conn.execute(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES ('emceepee', 'm999_future', 'x')"
+        )
     before = path.read_bytes()
     with pytest.raises(JournalError, match="written by a newer emceepee") as caught:
         Journal(path)
@@ -46,9 +56,15 @@ def test_the_cli_refuses_a_newer_journal_with_a_clear_error(tmp_path: Path) -> N
     path = tmp_path / "j.db"
     Journal(path).close()
     with sqlite3.connect(path) as conn:
-        conn.execute("INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES ('emceepee', 'm999_future', 'x')")
-    done = subprocess.run([sys.executable, "-m", "emceepee_cli", "tasks", "list", "--db", str(path)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+        conn.execute(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES ('emceepee', 'm999_future', 'x')"
+        )
+    done = subprocess.run(
+        [sys.executable, "-m", "emceepee_cli", "tasks", "list", "--db", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 4
     assert "newer emceepee" in done.stderr and "Traceback" not in done.stderr
 
@@ -84,7 +100,9 @@ def test_working_tasks_of_a_dead_instance_become_interrupted_and_live_ones_stay(
     journal = Journal(tmp_path / "j.db")
     journal.register_instance("LIVE")
     journal.register_instance("DEAD")
-    dead_pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
+    dead_pid = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout
     journal.db.execute("UPDATE instances SET pid = ? WHERE instance_id = 'DEAD'", [int(dead_pid)])
     journal.insert_task(task_row("T1", "LIVE"))
     journal.insert_task(task_row("T2", "DEAD"))
