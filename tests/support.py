@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import anyio.abc
 from mcp import Client, StdioServerParameters
 
@@ -22,6 +23,7 @@ from emceepee_cli.server.app import build_server
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "servers"
+HOSTILE = ROOT / "tests" / "backends" / "hostile.py"
 
 
 def example_table(name: str, script: str, **extra: Any) -> str:
@@ -30,6 +32,18 @@ def example_table(name: str, script: str, **extra: Any) -> str:
         f"[servers.{name}]",
         f"command = {json.dumps(sys.executable)}",
         f"args = [{json.dumps(str(EXAMPLES / script))}]",
+    ]
+    for key, value in extra.items():
+        lines.append(f"{key} = {json.dumps(value) if not isinstance(value, dict) else _inline(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def hostile_table(name: str, *flags: str, **extra: Any) -> str:
+    """A [servers.NAME] table running the hostile backend (tests/backends/hostile.py) with `flags`."""
+    lines = [
+        f"[servers.{name}]",
+        f"command = {json.dumps(sys.executable)}",
+        f"args = {json.dumps([str(HOSTILE), *flags])}",
     ]
     for key, value in extra.items():
         lines.append(f"{key} = {json.dumps(value) if not isinstance(value, dict) else _inline(value)}")
@@ -117,11 +131,22 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a killed child nobody has reaped yet is gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (macOS): trust kill(0)
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+async def still_answering(client: Client) -> None:
+    """serve is alive and its event loop is free: a ping comes back within a bound."""
+    with anyio.fail_after(5):
+        await client.send_ping()
 
 
 class RawHost:

@@ -1,0 +1,205 @@
+"""A hostile MCP backend for fault-injection tests: raw JSON-RPC over stdio, no SDK.
+
+    python tests/backends/hostile.py [--handshake ok|garbage|hang] [--exit-at-start CODE]
+                                     [--ignore-eof] [--ignore-sigterm] [--setsid-child PIDFILE]
+
+Start-up and signal behaviour comes from the flags:
+
+    --handshake garbage   answer `initialize` with a line that is not JSON-RPC
+    --handshake hang      never answer `initialize`
+    --exit-at-start CODE  write a line to stderr and exit with CODE before reading anything
+    --ignore-eof          keep running after stdin closes (until killed)
+    --ignore-sigterm      ignore SIGTERM
+    --setsid-child FILE   spawn a grandchild that calls setsid() (escaping the process group),
+                          ignores SIGTERM and sleeps; its pid is written to FILE
+
+Once initialized, its tools misbehave on request:
+
+    echo(text)            the text back (the one well-behaved tool)
+    pid()                 this process's pid, as text
+    slow(seconds)         sleeps, then answers "done"
+    malformed()           a result whose `content` is a string, not a list
+    flood(n, method?)     n notifications (default notifications/tools/list_changed), then "flooded"
+    stderr_blob(mb)       mb MiB on stderr with no newline, then "blob written"
+    oversize(mb)          one result line of about mb MiB (a text block of that size)
+    garbage()             a line of non-JSON on stdout, then a normal answer
+    die(code)             exit at once with `code`, without answering
+
+Everything diagnostic goes to stderr; stdout is the protocol wire.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+TOOLS: dict[str, dict[str, Any]] = {
+    "echo": {"text": {"type": "string"}},
+    "pid": {},
+    "slow": {"seconds": {"type": "number"}},
+    "malformed": {},
+    "flood": {"n": {"type": "integer"}, "method": {"type": "string"}},
+    "stderr_blob": {"mb": {"type": "number"}},
+    "oversize": {"mb": {"type": "number"}},
+    "garbage": {},
+    "die": {"code": {"type": "integer"}},
+}
+
+out_lock = threading.Lock()
+
+
+def send(message: dict[str, Any]) -> None:
+    data = (json.dumps(message) + "\n").encode()
+    with out_lock:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+
+def send_raw(data: bytes) -> None:
+    with out_lock:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+
+def result(request_id: Any, value: dict[str, Any]) -> None:
+    send({"jsonrpc": "2.0", "id": request_id, "result": value})
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": value}]}
+
+
+def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
+    if name == "echo":
+        result(request_id, text(str(args.get("text", ""))))
+    elif name == "pid":
+        result(request_id, text(str(os.getpid())))
+    elif name == "slow":
+        time.sleep(float(args.get("seconds", 1)))
+        result(request_id, text("done"))
+    elif name == "malformed":
+        result(request_id, {"content": "not a list"})
+    elif name == "flood":
+        method = args.get("method", "notifications/tools/list_changed")
+        for _ in range(int(args.get("n", 1000))):
+            send({"jsonrpc": "2.0", "method": method, "params": {}})
+        result(request_id, text("flooded"))
+    elif name == "stderr_blob":
+        chunk = b"x" * (1024 * 1024)
+        for _ in range(int(float(args.get("mb", 5)))):
+            sys.stderr.buffer.write(chunk)
+        sys.stderr.buffer.flush()
+        result(request_id, text("blob written"))
+    elif name == "oversize":
+        size = int(float(args.get("mb", 65)) * 1024 * 1024)
+        head = json.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": ""}]}}
+        )
+        cut = head.index('"text": "') + len('"text": "')
+        send_raw(head[:cut].encode() + b"y" * size + head[cut:].encode() + b"\n")
+    elif name == "garbage":
+        send_raw(b"this is not json-rpc\n")
+        result(request_id, text("after garbage"))
+    elif name == "die":
+        sys.stderr.write("hostile: dying on request\n")
+        sys.stderr.flush()
+        os._exit(int(args.get("code", 1)))
+    else:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": -32602, "message": f"Unknown tool: {name}"},
+            }
+        )
+
+
+def handle(message: dict[str, Any], handshake: str) -> None:
+    method, request_id = message.get("method"), message.get("id")
+    if request_id is None:
+        return  # a notification
+    if method == "initialize":
+        if handshake == "garbage":
+            send_raw(b"garbage instead of an initialize result\n")
+        elif handshake == "ok":
+            version = message.get("params", {}).get("protocolVersion", "2025-11-25")
+            result(
+                request_id,
+                {
+                    "protocolVersion": version,
+                    "capabilities": {"tools": {"listChanged": True}},
+                    "serverInfo": {"name": "hostile", "version": "0"},
+                },
+            )
+        return  # hang: never answer
+    if method == "ping":
+        result(request_id, {})
+    elif method == "tools/list":
+        tools = [
+            {"name": name, "inputSchema": {"type": "object", "properties": props}}
+            for name, props in TOOLS.items()
+        ]
+        result(request_id, {"tools": tools})
+    elif method == "tools/call":
+        params = message.get("params") or {}
+        threading.Thread(
+            target=call_tool,
+            args=(request_id, params.get("name"), params.get("arguments") or {}),
+            daemon=True,
+        ).start()
+    else:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": -32601, "message": f"Method not found: {method}"},
+            }
+        )
+
+
+def spawn_escaping_child(pidfile: str) -> None:
+    code = "import os, signal, time; os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)"
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+    )
+    with open(pidfile, "w") as f:
+        f.write(str(child.pid))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--handshake", choices=("ok", "garbage", "hang"), default="ok")
+    parser.add_argument("--exit-at-start", type=int)
+    parser.add_argument("--ignore-eof", action="store_true")
+    parser.add_argument("--ignore-sigterm", action="store_true")
+    parser.add_argument("--setsid-child")
+    opts = parser.parse_args()
+    if opts.exit_at_start is not None:
+        sys.stderr.write(f"hostile: exiting at start with code {opts.exit_at_start}\n")
+        sys.stderr.flush()
+        sys.exit(opts.exit_at_start)
+    if opts.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if opts.setsid_child:
+        spawn_escaping_child(opts.setsid_child)
+    for line in sys.stdin.buffer:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict):
+            handle(message, opts.handshake)
+    if opts.ignore_eof:
+        while True:
+            time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()
