@@ -305,26 +305,40 @@ class Backend:
         return tool
 
     async def request(self, what: str, send: Callable[[ClientSession], Awaitable[T]]) -> T:
-        """Send one request; map the SDK's failures to ours, with the death report if it died."""
+        """Send one request. Every way it can fail is a `BackendError` for this request alone: the
+        backend died (with its exit status and stderr tail), answered with an error, sent an answer
+        the SDK rejects (a malformed result), the pipe broke, or a bound ran out."""
         session = self.require_session()
         try:
             return await send(session)
+        except EmceepeeError:
+            raise
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                self._mark_lost()
-                if self.process is not None:
-                    with anyio.move_on_after(DEATH_REPORT_WAIT_S):
-                        await self.process.exited.wait()
-                    raise BackendError(
-                        f"Backend '{self.name}' exited during {what} ({self._death_report()})",
-                        hint="It is being restarted; retry the call once list_servers shows it ready.",
-                    ) from exc
-                raise BackendError(f"Lost the connection to backend '{self.name}' during {what}") from exc
+                raise await self._connection_lost(what) from exc
+            message = f"Backend '{self.name}' answered {what} with error {exc.code}: {brief(exc.message)}"
+            raise BackendError(message) from exc
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
+            raise await self._connection_lost(what) from exc
+        except TimeoutError as exc:
+            raise BackendError(f"Backend '{self.name}' did not answer {what} in time.") from exc
+        except Exception as exc:  # a malformed answer (pydantic), an output-schema mismatch, …
+            log.debug("backend %s: %s failed", self.name, what, exc_info=True)
             raise BackendError(
-                f"Backend '{self.name}' answered {what} with error {exc.code}: {exc.message}"
+                f"Backend '{self.name}' sent an answer to {what} that emceepee cannot use: {describe(exc)}",
+                hint="This is a fault in the backend; the call was not retried. Its get_logs may say more.",
             ) from exc
-        except RuntimeError as exc:  # e.g. structured content that fails the tool's own output schema
-            raise BackendError(f"Backend '{self.name}' sent an invalid result for {what}: {exc}") from exc
+
+    async def _connection_lost(self, what: str) -> BackendError:
+        self._mark_lost()
+        if self.process is None:
+            return BackendError(f"Lost the connection to backend '{self.name}' during {what}")
+        with anyio.move_on_after(DEATH_REPORT_WAIT_S):
+            await self.process.exited.wait()
+        return BackendError(
+            f"Backend '{self.name}' exited during {what} ({self._death_report()})",
+            hint="It is being restarted; retry the call once list_servers shows it ready.",
+        )
 
 
 async def list_offer(session: ClientSession) -> Offer:
@@ -432,7 +446,14 @@ def describe(exc: BaseException) -> str:
         return "the backend closed the connection during start-up"
     if isinstance(first, EmceepeeError):
         return first.message
-    return f"{first.__class__.__name__}: {first}"
+    return f"{first.__class__.__name__}: {brief(str(first))}"
+
+
+def brief(text: str, limit: int = 500) -> str:
+    """At most a few lines of `text` (a backend's error can quote a whole malformed answer)."""
+    lines = text.strip().splitlines()
+    short = " / ".join(line.strip() for line in lines[:4]) + (" …" if len(lines) > 4 else "")
+    return short if len(short) <= limit else short[:limit] + " …"
 
 
 def _closest(name: str, known: dict[str, Any]) -> str:

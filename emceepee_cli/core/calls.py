@@ -6,9 +6,11 @@ wake-up event, its progress. `outcome` turns a journaled task into what the host
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import anyio
@@ -19,6 +21,8 @@ from emceepee_cli.ids import new_id
 from emceepee_cli.store.journal import now_iso
 from emceepee_cli.store.records import FINISHED_TASK, TaskStatus, task_json
 
+log = logging.getLogger(__name__)
+
 PROGRESS_HEARTBEAT_S = 10.0  # while a host waits with a progressToken, it hears from us at least this often
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -28,14 +32,20 @@ class Relay:
     """Progress for one waiting upstream request; values only ever increase, as MCP requires."""
 
     def __init__(self, send: ProgressFn) -> None:
-        self._send = send
+        self._send: ProgressFn | None = send
         self.last = 0.0
         self.sent_at = time.monotonic()
 
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        if self._send is None:
+            return
         self.last = max(progress, self.last + 1e-6)
         self.sent_at = time.monotonic()
-        await self._send(self.last, total, message)
+        try:
+            await self._send(self.last, total, message)
+        except Exception as exc:  # the host's request is gone: progress is best effort, the call is not
+            log.debug("progress relay stopped: %r", exc)
+            self._send = None
 
     async def heartbeat(self, what: str) -> None:
         started = time.monotonic()
@@ -45,9 +55,39 @@ class Relay:
                 await self(self.last, None, f"still waiting for {what} ({time.monotonic() - started:.0f} s)")
 
 
+class CallState(StrEnum):
+    RUNNING = "running"  # the host waits on execute_tool; no task row exists
+    PROMOTED = "promoted"  # a working task: its row is (being) journaled
+    ANSWERED = "answered"  # ended before any promotion: the result went straight back to the host
+    FINISHED = "finished"  # ended as a task: its end is journaled
+
+
+# state -> {next state: why}; the one table `Call.move` checks and the diagrams draw.
+CALL_TRANSITIONS: dict[CallState, dict[CallState, str]] = {
+    CallState.RUNNING: {
+        CallState.PROMOTED: "it outlived timeout_ms, or it waits on a question",
+        CallState.ANSWERED: "it ended while the host still waited (result, error or host cancel)",
+    },
+    CallState.PROMOTED: {
+        CallState.FINISHED: "it ended: completed, failed, cancelled, expired or interrupted",
+    },
+}
+
+ENDED = (CallState.ANSWERED, CallState.FINISHED)
+
+
+class BadTransition(RuntimeError):
+    """A call was asked to move in a way its state machine does not allow (a bug in emceepee)."""
+
+
 @dataclass(eq=False)
 class Call:
-    """One backend tool call in flight, promoted or not."""
+    """One backend tool call in flight, promoted or not.
+
+    Its state changes only through `move`. `row_written` is set once the promotion's journal
+    write has ended (well or not), `settled` once the end of a promoted call is journaled (or
+    that failed): every wait on either is bounded by the waiter.
+    """
 
     server: str
     tool: str
@@ -56,27 +96,48 @@ class Call:
     call_id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=now_iso)
     started: float = field(default_factory=time.monotonic)
-    done: anyio.Event = field(default_factory=anyio.Event)
+    state: CallState = CallState.RUNNING
     wake: anyio.Event = field(default_factory=anyio.Event)  # replaced each time it fires: done, or a question
-    inserted: anyio.Event = field(default_factory=anyio.Event)  # its task row exists
-    settled: anyio.Event = field(default_factory=anyio.Event)  # its end is journaled (if promoted)
+    row_written: anyio.Event = field(default_factory=anyio.Event)
+    settled: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     result: types.CallToolResult | None = None
     error: EmceepeeError | None = None
-    promoted: bool = False
-    stop_as: TaskStatus | None = None  # why we cancelled it: cancelled or expired
+    stop_as: TaskStatus | None = None  # why we cancelled it: cancelled, expired or interrupted
     relay: Relay | None = None
     progress: dict[str, Any] | None = None
     progress_written: float = 0.0
     progress_announced: float = field(default_factory=time.monotonic)  # first summary after PROGRESS_EVENT_S
 
     def __repr__(self) -> str:
-        state = "done" if self.done.is_set() else "running"
-        return f"<Call {self.call_id} {self.server}.{self.tool} {state} promoted={self.promoted}>"
+        return f"<Call {self.call_id} {self.server}.{self.tool} {self.state}>"
+
+    @property
+    def promoted(self) -> bool:
+        return self.state in (CallState.PROMOTED, CallState.FINISHED)
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED
 
     @property
     def expired(self) -> bool:
         return time.monotonic() - self.started > self.ttl_s
+
+    def move(self, to: CallState) -> bool:
+        """The one way a call changes state. False if it is already there (so promotion is idempotent)."""
+        if to == self.state:
+            return False
+        if to not in CALL_TRANSITIONS.get(self.state, {}):
+            raise BadTransition(f"call {self.call_id}: {self.state} -> {to} is not a transition")
+        self.state = to
+        self.nudge()
+        return True
+
+    def end(self) -> CallState:
+        """Move to the end state that fits: answered if nobody promoted it, else finished."""
+        self.move(CallState.FINISHED if self.promoted else CallState.ANSWERED)
+        return self.state
 
     def nudge(self) -> None:
         fired, self.wake = self.wake, anyio.Event()

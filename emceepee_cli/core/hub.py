@@ -83,12 +83,17 @@ class Hub:
         """Start every configured backend concurrently, and the watcher; never waits for any."""
         for spec in self.config.servers.values():
             self._start(spec)
-        self.task_group.start_soon(self._watch, name="journal watcher")
+        self.spawn(self._watch, name="journal watcher")
 
     def _persist(self, method: str, arg: Any) -> None:
         """A journal write nobody waits for (events, cursors); still in order, on the one thread."""
         args = arg if isinstance(arg, tuple) else (arg,)
-        self.task_group.start_soon(self.guarded, lambda: getattr(self.journal, method)(*args))
+        self.spawn(self.guarded, lambda: getattr(self.journal, method)(*args), name=f"journal {method}")
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None:
+        """Run `fn(*args)` in the background. The one guard for background work: whatever it
+        raises is logged with its traceback and never takes `serve` (or any other call) down."""
+        self.task_group.start_soon(_guard, fn, args, name, name=name)
 
     async def guarded(self, work: Callable[[], Awaitable[Any]]) -> None:
         """Background journal work: a failure (a journal locked too long) is logged, never fatal."""
@@ -128,7 +133,7 @@ class Hub:
     def _start(self, spec: ServerSpec) -> Backend:
         backend = Backend(spec, self, self.log_dir)
         self.backends[spec.name] = backend
-        self.task_group.start_soon(backend.run, name=f"backend {spec.name}")
+        self.spawn(backend.run, name=f"backend {spec.name}")
         return backend
 
     def stop_all(self) -> None:
@@ -154,9 +159,12 @@ class Hub:
         calls = self.tasks.in_flight(backend.name)
         task_id, correlation = (calls[0].call_id, "sole") if len(calls) == 1 else (None, "server")
         dumped = params.model_dump(mode="json", exclude_none=True)
-        question = await self.questions.ask(
-            backend.name, kind, dumped, task_id=task_id, correlation=correlation
-        )
+        try:
+            question = await self.questions.ask(
+                backend.name, kind, dumped, task_id=task_id, correlation=correlation
+            )
+        except EmceepeeError as exc:
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=exc.message)
         return backend_reply(await self.questions.wait(question), kind)
 
     def status_changed(self, backend: Backend, previous: Status) -> None:
@@ -388,6 +396,13 @@ _SERVER_EVENTS: dict[tuple[Status | None, Status], str] = {
     (Status.READY, Status.RESTARTING): "server_disconnected",
     (None, Status.FAILED): "server_failed",
 }
+
+
+async def _guard(fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], name: str) -> None:
+    try:
+        await fn(*args)
+    except Exception:
+        log.exception("background work '%s' failed; serve carries on", name)
 
 
 def _severity(level: str) -> int:

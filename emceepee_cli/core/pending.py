@@ -20,7 +20,7 @@ import anyio
 import mcp_types as types
 
 from emceepee_cli.core import schema
-from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
+from emceepee_cli.errors import BackendError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import new_id, resolve_prefix
 from emceepee_cli.store.journal import now_iso
 from emceepee_cli.store.records import ElicitationStatus, SamplingStatus, question_json
@@ -90,9 +90,19 @@ class Questions:
             "expires_at": now_iso(timeout_s),
         }
         question = Question(row)
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.hub.journal.insert_pending(row)
+        except EmceepeeError as exc:
+            # Unjournaled, nobody could answer it from a terminal or after a restart: refuse it
+            # now (the backend hears why) rather than list a question that cannot be settled.
+            why = f"emceepee could not record it ({exc.message})"
+            self.hub.log(server, "error", f"{kind} request refused: {why}", "emceepee")
+            self.hub.events.emit("pending_refused", server, {"kind": kind, "task_id": task_id, "error": why})
+            raise BackendError(
+                f"Backend '{server}' asked a {kind} question that was refused: {why}."
+            ) from exc
         self.live[question.request_id] = question
-        with anyio.CancelScope(shield=True):
-            await self.hub.journal.insert_pending(row)
         self.hub.events.emit(
             "pending_request",
             server,
@@ -100,7 +110,7 @@ class Questions:
         )
         if self._should_forward(server, kind, params):
             question.forwarding = True
-            self.hub.task_group.start_soon(self._forward, question, name=f"forward {question.request_id}")
+            self.hub.spawn(self._forward, question, name=f"forward {question.request_id}")
         else:
             self.hub.tasks.question_arrived(server, task_id)
         return question
@@ -121,8 +131,9 @@ class Questions:
         finally:
             with anyio.CancelScope(shield=True):
                 if not question.answered.is_set():
-                    await self.settle(
-                        question.request_id, "rejected", error="the backend withdrew the request, or stopped"
+                    withdrawn = "the backend withdrew the request, or stopped"
+                    await self.hub.guarded(
+                        lambda: self.settle(question.request_id, "rejected", error=withdrawn)
                     )
                 self.live.pop(question.request_id, None)
         return question.row

@@ -1,11 +1,13 @@
 """Tool calls and the tasks they become when they are slow.
 
-Lifecycle of one `execute_tool` call: it starts in the hub's task group (not in the request
-handler, so neither an upstream timeout nor a promotion can cancel it), under its own cancel
-scope. The handler waits up to `timeout_ms` (clamped to `max_wait_ms`). Done in time: the
-backend's result, and no task ever existed. Not done: the call is *promoted* — a `working` task
-row is journaled and the handler answers with it — and the call goes on; its end is written to
-the journal (`completed | failed | cancelled | expired`) and announced as an event.
+Lifecycle of one `execute_tool` call (`calls.CallState`, moved only by `Call.move`): it starts
+`running` in the hub's task group (not in the request handler, so neither an upstream timeout nor
+a promotion can cancel it), under its own cancel scope. The handler waits up to `timeout_ms`
+(clamped to `max_wait_ms`). Done in time: `answered`, the backend's result goes back and no task
+ever existed. Not done, or blocked on a question: `promoted` — a `working` task row is journaled
+and the handler answers with it — and the call goes on; when it ends (`finished`) its end is
+written to the journal (`completed | failed | cancelled | expired | interrupted`) and announced as
+an event. Every wait on the journal inside a shield is bounded (`JOURNAL_WAIT_S`).
 
 `timeout_ms` never becomes a request timeout on the backend call: that would cancel it, and
 any question it is waiting on.
@@ -14,6 +16,7 @@ any question it is waiting on.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +24,8 @@ import anyio
 import mcp_types as types
 
 from emceepee_cli.core import sagas
-from emceepee_cli.core.calls import KINDS, Call, Relay, Round, outcome, step_answer
+from emceepee_cli.core.backend import describe
+from emceepee_cli.core.calls import KINDS, Call, CallState, Relay, Round, outcome, step_answer
 from emceepee_cli.core.pending import already_answered, backend_reply
 from emceepee_cli.errors import BackendError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import resolve_prefix
@@ -35,6 +39,9 @@ if TYPE_CHECKING:
 PROGRESS_WRITE_S = 1.0  # journal a task's progress at most this often
 PROGRESS_EVENT_S = 5.0  # and announce it as an event at most this often
 CANCEL_WAIT_S = 5.0
+JOURNAL_WAIT_S = 10.0  # a journal write waits at most its busy timeout (5 s); this covers it
+
+log = logging.getLogger(__name__)
 
 
 class Tasks:
@@ -58,21 +65,27 @@ class Tasks:
         defaults = self.hub.config.defaults
         call = Call(backend.name, tool, args, ttl_s=defaults.task_ttl_ms / 1000)
         self.calls[call.call_id] = call
-        self.hub.task_group.start_soon(self._run, call, backend, name=f"call {call.call_id}")
+        self.hub.spawn(self._run, call, backend, name=f"call {call.call_id}")
         wait_ms = defaults.timeout_ms if timeout_ms is None else timeout_ms
         try:
             await self.wait(call, min(wait_ms, defaults.max_wait_ms) / 1000, relay)
         except anyio.get_cancelled_exc_class():
-            if not call.done.is_set():  # the host gave up on this call: so do we, as a direct call would
+            if not call.ended:  # the host gave up on this call: so do we, as a direct call would
                 call.stop_as = TaskStatus.CANCELLED
                 call.scope.cancel()
             raise
-        if call.done.is_set():
+        if call.state == CallState.ANSWERED:
             if call.error is not None:
                 raise call.error
             assert call.result is not None
             return call.result
-        return await self._promote(call)
+        await self.promote(call)
+        self.hub.events.emit("task_created", call.server, {"task_id": call.call_id, "tool": call.tool})
+        return {
+            "proxy_task": await self.get_json(call.call_id),
+            "pending_on_server": await self.pending_on_server(call.server),
+            **self.saga(call.call_id),
+        }
 
     async def wait(self, call: Call, timeout_s: float, relay: Relay | None) -> None:
         """Wait (bounded) until the call ends or is suspended on a question for the client.
@@ -80,7 +93,7 @@ class Tasks:
         Meanwhile its progress (or a heartbeat) is relayed to the host, if the host asked.
         """
         wake = call.wake
-        if call.done.is_set():
+        if call.ended:
             return
         if self.suspended(call):
             await self.hub.questions.sync()  # an answer another process wrote may not be noticed yet
@@ -110,27 +123,40 @@ class Tasks:
                 call.nudge()
 
     def in_flight(self, server: str) -> list[Call]:
-        return [c for c in self.calls.values() if c.server == server and not c.done.is_set()]
+        return [c for c in self.calls.values() if c.server == server and not c.ended]
 
     async def _run(self, call: Call, backend: Backend, resume: Round | None = None) -> None:
-        with call.scope:
-            try:
-                call.result = await self._drive(call, backend, resume)
-            except EmceepeeError as exc:
-                call.error = exc
-        if call.scope.cancelled_caught and call.result is None and call.error is None:
-            status = call.stop_as or TaskStatus.CANCELLED
-            call.error = BackendError(f"The call to {call.server}.{call.tool} was {status.value}.")
-        await self._end(call)
+        """The call itself, under its own cancel scope; however it ends, `_end` records how."""
+        try:
+            with call.scope:
+                try:
+                    call.result = await self._drive(call, backend, resume)
+                except EmceepeeError as exc:
+                    call.error = exc
+                except Exception as exc:
+                    log.exception(
+                        "call %s (%s.%s) failed inside emceepee", call.call_id, call.server, call.tool
+                    )
+                    call.error = BackendError(
+                        f"The call to {call.server}.{call.tool} failed inside emceepee: {describe(exc)}",
+                        hint="This is a bug in emceepee; its stderr log has the traceback. Call the tool again.",
+                    )
+        finally:
+            if call.result is None and call.error is None:
+                # Cancelled: by us (cancel_task, TTL) with a reason, else emceepee itself is stopping.
+                if call.stop_as is None and not call.scope.cancel_called:
+                    call.stop_as = TaskStatus.INTERRUPTED
+                status = call.stop_as or TaskStatus.CANCELLED
+                call.error = BackendError(f"The call to {call.server}.{call.tool} was {status.value}.")
+            with anyio.CancelScope(shield=True):
+                await self._end(call)
 
     async def _end(self, call: Call) -> None:
-        """Wake the waiters, journal the end of a promoted call, and forget it."""
-        call.done.set()
-        call.nudge()
-        with anyio.CancelScope(shield=True):
-            if call.promoted:
-                await call.inserted.wait()
-                await self.hub.guarded(lambda: self._finish(call))
+        """Wake the waiters, journal the end of a promoted call (bounded), and forget it."""
+        if call.end() == CallState.FINISHED:
+            with anyio.move_on_after(JOURNAL_WAIT_S):
+                await call.row_written.wait()
+            await self.hub.guarded(lambda: self._finish(call))
         self.calls.pop(call.call_id, None)
         call.settled.set()
 
@@ -188,9 +214,9 @@ class Tasks:
                 input_key=key,
                 round_=round_,
             )
+        await self.promote(call)  # its state is journaled with its task row, so the task must exist
         with anyio.CancelScope(shield=True):
-            await call.inserted.wait()  # the waiter promotes the call as soon as a question arrives
-            await self.hub.journal.set_round(call.call_id, state, round_)
+            await self.hub.guarded(lambda: self.hub.journal.set_round(call.call_id, state, round_))
         return responses | await self._collect(asked)
 
     async def _collect(self, asked: dict[str, Any]) -> dict[str, Any]:
@@ -210,22 +236,19 @@ class Tasks:
             status, error = TaskStatus.COMPLETED, None
             result = call.result.model_dump(by_alias=True, mode="json", exclude_none=True)
         else:
-            status, error, result = (
-                call.stop_as or TaskStatus.FAILED,
-                call.error.message if call.error else None,
-                None,
-            )
-        if await self.hub.journal.finish_task(call.call_id, status, result=result, error=error):
-            self.hub.events.emit(
-                "task_status",
-                call.server,
-                {
-                    "task_id": call.call_id,
-                    "tool": call.tool,
-                    "status": status.value,
-                    **({"error": error} if error else {}),
-                },
-            )
+            status, result = call.stop_as or TaskStatus.FAILED, None
+            error = call.error.message if call.error else None
+        journal = self.hub.journal
+        ended = await journal.finish_task(call.call_id, status, result=result, error=error)
+        if not ended and await journal.task(call.call_id) is None:
+            # Its promotion could not be journaled: write it now, ended, so the result is kept.
+            at = now_iso()
+            row = {**self._task_row(call), "status": status.value, "error": error, "finished_at": at}
+            await journal.insert_task({**row, "result": None if result is None else json.dumps(result)})
+            ended = True
+        if ended:
+            data = {"task_id": call.call_id, "tool": call.tool, "status": status.value}
+            self.hub.events.emit("task_status", call.server, {**data, **({"error": error} if error else {})})
 
     async def _progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
         call.progress = {
@@ -236,15 +259,34 @@ class Tasks:
         if call.relay is not None:
             await call.relay(progress, total, message)
         now = time.monotonic()
-        if call.promoted and call.inserted.is_set() and now - call.progress_written >= PROGRESS_WRITE_S:
+        written = call.state == CallState.PROMOTED and call.row_written.is_set()
+        if written and now - call.progress_written >= PROGRESS_WRITE_S:
             call.progress_written = now
-            await self.hub.journal.update_progress(call.call_id, call.progress, message)
+            progress = call.progress
+            await self.hub.guarded(lambda: self.hub.journal.update_progress(call.call_id, progress, message))
             if now - call.progress_announced >= PROGRESS_EVENT_S:
                 call.progress_announced = now
                 self.hub.events.emit("task_progress", call.server, {"task_id": call.call_id, **call.progress})
 
-    async def _promote(self, call: Call) -> dict[str, Any]:
-        call.promoted = True
+    async def promote(self, call: Call) -> None:
+        """Make the call a task by journaling its working row.
+
+        Idempotent, and used from both sides: the host's waiter (timeout, or a question for the
+        client) and the call itself (a 2026-07-28 round, whose state needs the row). Whoever moves
+        the call writes the row; anyone else waits for that write, bounded.
+        """
+        if call.move(CallState.PROMOTED):
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.hub.guarded(lambda: self.hub.journal.insert_task(self._task_row(call)))
+                finally:
+                    call.row_written.set()  # even if the write failed: nobody may wait on it forever
+        elif call.state == CallState.PROMOTED:
+            with anyio.move_on_after(JOURNAL_WAIT_S):
+                await call.row_written.wait()
+
+    def _task_row(self, call: Call) -> dict[str, Any]:
+        """The task row of a promoted call, as journaled (and as shown if journaling failed)."""
         row = {
             "task_id": call.call_id,
             "instance_id": self.hub.instance_id,
@@ -258,17 +300,7 @@ class Tasks:
         }
         if call.progress:
             row["progress"] = json.dumps(call.progress)
-        with anyio.CancelScope(shield=True):
-            try:
-                await self.hub.journal.insert_task(row)
-            finally:
-                call.inserted.set()  # even if the write failed: `_run` must never wait on it forever
-        self.hub.events.emit("task_created", call.server, {"task_id": call.call_id, "tool": call.tool})
-        return {
-            "proxy_task": await self.get_json(call.call_id),
-            "pending_on_server": await self.pending_on_server(call.server),
-            **self.saga(call.call_id),
-        }
+        return row
 
     def saga(self, task_id: str) -> dict[str, Any]:
         """A task blocked on questions, as a saga the model can resume; empty when it is not."""
@@ -288,13 +320,17 @@ class Tasks:
             return task_id.upper()
         return resolve_prefix(
             task_id,
-            await self.hub.journal.task_ids(),
+            [*await self.hub.journal.task_ids(), *(c.call_id for c in self.calls.values() if c.promoted)],
             "task",
             "list_tasks(include_completed=true) shows the known tasks.",
         )
 
     async def row(self, task_id: str) -> dict[str, Any]:
-        row = await self.hub.journal.task(await self.resolve(task_id))
+        resolved = await self.resolve(task_id)
+        row = await self.hub.journal.task(resolved)
+        call = self.calls.get(resolved)
+        if row is None and call is not None and call.promoted:
+            return self._task_row(call)  # its row could not be journaled; this process still knows it
         if row is None:
             raise NotFound(
                 f"No task '{task_id}'.", hint="list_tasks(include_completed=true) shows the known tasks."
@@ -324,8 +360,8 @@ class Tasks:
         if row["status"] == TaskStatus.WORKING and call is not None:
             max_wait = self.hub.config.defaults.max_wait_ms
             await self.wait(call, min(max_wait if timeout_ms is None else timeout_ms, max_wait) / 1000, relay)
-            if call.done.is_set():
-                with anyio.CancelScope(shield=True):
+            if call.ended:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(JOURNAL_WAIT_S):
                     await call.settled.wait()
             row = await self.row(row["task_id"])
         out = outcome(row)
@@ -380,7 +416,7 @@ class Tasks:
     # ---- housekeeping (called by the hub's watcher) ------------------------------------
 
     async def expire_due(self) -> None:
-        for call in [c for c in self.calls.values() if c.expired and not c.done.is_set()]:
+        for call in [c for c in self.calls.values() if c.expired and not c.ended]:
             await self.stop(call, TaskStatus.EXPIRED)
 
     async def adopt(self, task_ids: list[str]) -> None:
@@ -396,13 +432,11 @@ class Tasks:
                 ttl_s=self.hub.config.defaults.task_ttl_max_ms / 1000,
                 call_id=task_id,
                 created_at=row["created_at"],
-                promoted=True,
+                state=CallState.PROMOTED,
             )
-            call.inserted.set()
+            call.row_written.set()
             self.calls[task_id] = call
-            self.hub.task_group.start_soon(
-                self.hub.guarded, lambda c=call, r=row: self._redrive(c, r), name=f"redrive {task_id}"
-            )
+            self.hub.spawn(self._redrive, call, row, name=f"redrive {task_id}")
 
     async def _redrive(self, call: Call, row: dict[str, Any]) -> None:
         round_ = int(row["round"] or 0)
@@ -434,7 +468,7 @@ class Tasks:
         """Category 3, a snapshot: this process's calls still running, by server."""
         by_server: dict[str, list[dict[str, Any]]] = {}
         for call in self.calls.values():
-            if call.promoted and not call.done.is_set():
+            if call.state == CallState.PROMOTED:
                 by_server.setdefault(call.server, []).append(
                     {"task_id": call.call_id, "tool": call.tool, "status": "working"}
                 )

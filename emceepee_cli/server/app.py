@@ -184,7 +184,9 @@ def _note_host(ctx: ServerRequestContext[Hub], hub: Hub) -> None:
     hub.host_noted = True
     hub.upstream = ctx.session
     info = ctx.session.client_params.client_info
-    hub.task_group.start_soon(hub.journal.set_host, hub.instance_id, info.name, info.version)
+    hub.spawn(
+        hub.guarded, lambda: hub.journal.set_host(hub.instance_id, info.name, info.version), name="set host"
+    )
 
 
 def load_or_report(path: Path) -> Config:

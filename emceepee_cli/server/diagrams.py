@@ -9,6 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from emceepee_cli.core.calls import CALL_TRANSITIONS, CallState
 from emceepee_cli.store.records import (
     ELICITATION_TRANSITIONS,
     SAMPLING_TRANSITIONS,
@@ -88,6 +89,11 @@ def diagrams() -> dict[str, Any]:
                 "name": "sampling_states",
                 "description": "States of a pending sampling request from a backend.",
                 "mermaid": state_diagram(SamplingStatus, SAMPLING_TRANSITIONS),
+            },
+            {
+                "name": "call_states",
+                "description": "States of one execute_tool call in the serve process that runs it.",
+                "mermaid": state_diagram(CallState, CALL_TRANSITIONS),
             },
             {
                 "name": "tool_call_lifecycle",

@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from emceepee_cli.core.calls import CALL_TRANSITIONS
 from emceepee_cli.store.records import (
     ELICITATION_TRANSITIONS,
     SAMPLING_TRANSITIONS,
@@ -29,6 +30,7 @@ async def test_the_diagrams_resource_shows_every_state_and_transition(tmp_path: 
     diagrams = {d["name"]: d for d in json.loads(read.contents[0].text)["diagrams"]}
     assert set(diagrams) == {
         "task_states",
+        "call_states",
         "elicitation_states",
         "sampling_states",
         "tool_call_lifecycle",
@@ -36,6 +38,7 @@ async def test_the_diagrams_resource_shows_every_state_and_transition(tmp_path: 
     }
     for name, table in (
         ("task_states", TASK_TRANSITIONS),
+        ("call_states", CALL_TRANSITIONS),
         ("elicitation_states", ELICITATION_TRANSITIONS),
         ("sampling_states", SAMPLING_TRANSITIONS),
     ):
