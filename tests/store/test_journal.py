@@ -151,22 +151,17 @@ def _open_at_the_barrier(path: str, barrier: Any, errors: Any) -> None:
 
 def test_many_processes_opening_a_fresh_journal_at_the_same_instant_all_open(tmp_path: Path) -> None:
     context = multiprocessing.get_context("spawn")
-    errors = context.Queue()
-    for trial in range(2):
-        path = str(tmp_path / f"j{trial}.db")
-        barrier = context.Barrier(8)
-        workers = [
-            context.Process(target=_open_at_the_barrier, args=(path, barrier, errors)) for _ in range(8)
-        ]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join(timeout=60)
-            assert worker.exitcode == 0
-        assert errors.empty(), errors.get()
-        journal = Journal(Path(path))
-        assert len(list(journal.db["instances"].rows)) == 8
-        assert migrations.pending(journal.db) == []
+    path, barrier, errors = str(tmp_path / "j.db"), context.Barrier(8), context.Queue()
+    workers = [context.Process(target=_open_at_the_barrier, args=(path, barrier, errors)) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    assert errors.empty(), errors.get()
+    journal = Journal(Path(path))
+    assert len(list(journal.db["instances"].rows)) == 8
+    assert migrations.pending(journal.db) == []
 
 
 def test_a_live_owner_is_alive_however_stale_its_heartbeat_and_a_reused_pid_is_not(tmp_path: Path) -> None:
