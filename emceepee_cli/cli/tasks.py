@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json as jsonlib
+from contextlib import suppress
 from typing import Annotated
 
 import typer
@@ -10,7 +11,7 @@ import typer
 from emceepee_cli.cli import render
 from emceepee_cli.cli.options import DbOpt, JsonOpt
 from emceepee_cli.core.calls import outcome
-from emceepee_cli.errors import NotFound, UsageError
+from emceepee_cli.errors import JournalError, NotFound, UsageError
 from emceepee_cli.ids import resolve_prefix
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskStatus, task_json
@@ -24,7 +25,8 @@ IdArg = Annotated[str, typer.Argument(help="A task id, or any unique prefix of o
 
 def open_journal(db: object) -> Journal:
     journal = Journal(db)  # type: ignore[arg-type]
-    journal.interrupt_orphans()  # a task whose process died says so here too
+    with suppress(JournalError):  # best effort: a journal that cannot be written can still be read
+        journal.interrupt_orphans()  # a task whose process died says so here too
     return journal
 
 

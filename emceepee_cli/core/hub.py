@@ -8,7 +8,9 @@ method, which returns a JSON-able payload (our own tools) or the backend's resul
 from __future__ import annotations
 
 import logging
+import os
 import re
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -28,7 +30,8 @@ from emceepee_cli.core.events import Events
 from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_reply
 from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
-from emceepee_cli.store.journal import HEARTBEAT_S, AsyncJournal, now_iso
+from emceepee_cli.store.instances import heartbeat_s
+from emceepee_cli.store.journal import AsyncJournal, now_iso
 from emceepee_cli.store.records import TaskStatus
 
 log = logging.getLogger(__name__)
@@ -39,6 +42,7 @@ NOTIFICATIONS_KEPT = 1000
 LOGS_KEPT = 5000
 WATCH_INTERVAL_S = 0.1  # how soon a cancel or an answer written by the CLI is noticed
 PURGE_EVERY_S = 3600.0
+JOURNAL_ERROR_EVERY_S = 30.0
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
@@ -73,6 +77,7 @@ class Hub:
         self.upstream: ServerSession | None = None  # the host's session, for forwarding questions
         self._watcher = anyio.CancelScope()
         self.host_noted = False
+        self._journal_errors: dict[str, float] = {}  # message -> when last logged
 
     def __repr__(self) -> str:
         return f"<Hub {self.instance_id} backends={list(self.backends)} {self.tasks!r} {self.events!r}>"
@@ -100,35 +105,69 @@ class Hub:
         try:
             await work()
         except EmceepeeError as exc:
-            log.error("journal: %s", exc)
+            self._journal_failed(exc)
+
+    def _journal_failed(self, exc: EmceepeeError) -> None:
+        """Log a journal failure; the same one again only every JOURNAL_ERROR_EVERY_S (a full disk
+        fails every write, ten times a second from the watcher alone)."""
+        now = time.monotonic()
+        last = self._journal_errors.get(exc.message)
+        if last is not None and now - last < JOURNAL_ERROR_EVERY_S:
+            return
+        if len(self._journal_errors) > 100:
+            self._journal_errors.clear()
+        self._journal_errors[exc.message] = now
+        log.error("journal: %s", exc)
 
     async def _watch(self) -> None:
-        """Heartbeat, notice journal changes made by others (CLI cancels and answers), expire, purge."""
+        """Keep the journal file, heartbeat, notice changes made by others (CLI cancels and answers,
+        a sweep that took this process for dead), expire, purge."""
         with self._watcher:
-            state = {
-                "version": await self.journal.data_version(),
+            state: dict[str, Any] = {
+                "version": None,
                 "beat": anyio.current_time(),
                 "purge": anyio.current_time(),
             }
             while True:
-                await anyio.sleep(WATCH_INTERVAL_S)
                 await self.guarded(lambda: self._tick(state))
+                await anyio.sleep(WATCH_INTERVAL_S)
 
     async def _tick(self, state: dict[str, Any]) -> None:
         now = anyio.current_time()
+        recreated = await self.journal.recover()
+        if recreated:
+            log.error("journal: %s", recreated)
         current = await self.journal.data_version()
         if current != state["version"]:  # another process wrote: a CLI cancel or answer, perhaps
             state["version"] = current
+            await self._reclaim()
             await self.tasks.cancel_requested()
             await self.questions.sync()
         await self.tasks.expire_due()
         await self.questions.expire_due()
-        if now - state["beat"] >= HEARTBEAT_S:
+        if now - state["beat"] >= heartbeat_s():
             state["beat"] = now
             await self.journal.heartbeat(self.instance_id)
         if now - state["purge"] >= PURGE_EVERY_S:
             state["purge"] = now
             await self.journal.purge_finished(self.config.defaults.retention_s)
+
+    async def _reclaim(self) -> None:
+        """Take back this process's calls and questions that another process settled, believing it
+        had stopped (an older emceepee, or a CLI on another machine, going by a stale heartbeat)."""
+        calls = [c.call_id for c in self.tasks.calls.values() if not c.done.is_set()]
+        asked = [q.request_id for q in self.questions.live.values() if not q.answered.is_set()]
+        if not calls and not asked:
+            return
+        restored = await self.journal.reclaim(self.instance_id, calls, asked)
+        if restored:
+            log.warning(
+                "journal: another process marked %d call(s)/question(s) of this running emceepee (pid %d) "
+                "as interrupted, taking it for stopped; they are working again: %s",
+                len(restored),
+                os.getpid(),
+                ", ".join(restored),
+            )
 
     def _start(self, spec: ServerSpec) -> Backend:
         backend = Backend(spec, self, self.log_dir)

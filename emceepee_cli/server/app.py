@@ -30,7 +30,7 @@ from emceepee_cli.config import Config, ConfigProblem, Defaults, load_config
 from emceepee_cli.core import schema
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.hub import Hub
-from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
+from emceepee_cli.errors import ConfigError, EmceepeeError, JournalError, NotFound, UsageError
 from emceepee_cli.ids import new_id
 from emceepee_cli.server import diagrams
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
@@ -62,15 +62,8 @@ def build_server(
         try:
             journal = AsyncJournal(await anyio.to_thread.run_sync(Journal, db_path))
             instance_id = new_id()
-            await journal.register_instance(instance_id)
-            interrupted = await journal.interrupt_orphans()
-            if interrupted:
-                log.warning(
-                    "marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted)
-                )
-            await journal.purge_finished(config.defaults.retention_s)
             try:
-                adopted = await journal.adopt_orphans(instance_id)
+                adopted = await _take_over(journal, instance_id, config)
                 async with anyio.create_task_group() as tg:
                     hub = Hub(config, tg, journal, instance_id, log_dir)
                     hub.start_all()
@@ -80,9 +73,7 @@ def build_server(
                     finally:
                         hub.stop_all()
             finally:
-                with anyio.CancelScope(shield=True):
-                    await journal.stop_instance(instance_id)
-                    await journal.close()
+                await journal.shutdown(instance_id)
         finally:
             if on_closed is not None:
                 on_closed()
@@ -97,6 +88,24 @@ def build_server(
         on_list_resources=_list_resources,
         on_read_resource=_read_resource,
     )
+
+
+async def _take_over(journal: AsyncJournal, instance_id: str, config: Config) -> list[str]:
+    """Register this instance and settle what dead ones left; the suspended calls it adopted.
+
+    A journal that cannot be written here (a full disk) is logged, and `serve` runs anyway:
+    its backends answer; what it cannot journal is not kept.
+    """
+    try:
+        await journal.register_instance(instance_id)
+        interrupted = await journal.interrupt_orphans()
+        if interrupted:
+            log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
+        await journal.purge_finished(config.defaults.retention_s)
+        return list(await journal.adopt_orphans(instance_id))
+    except JournalError as exc:
+        log.error("journal: %s", exc)
+        return []
 
 
 async def _list_tools(

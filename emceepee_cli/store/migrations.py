@@ -92,6 +92,13 @@ def m002_pending_and_rounds(db: sqlite_utils.Database) -> None:
     db["tasks"].add_column("round", int)
 
 
+@migrations()
+def m003_process_start(db: sqlite_utils.Database) -> None:
+    # With the pid, the process's start time tells a live owner from a dead one whose pid was
+    # reused, without trusting the heartbeat (see store/proc.py). Rows from before stay NULL.
+    db["instances"].add_column("proc_start", str)
+
+
 def check_not_newer(db: sqlite_utils.Database, path: str) -> None:
     known = {m.name for m in migrations.pending(sqlite_utils.Database(memory=True))}
     unknown = {m.name for m in migrations.applied(db)} - known

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import re
+import socket
 import sqlite3
 import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,3 +137,162 @@ def test_finished_tasks_past_the_retention_are_purged_and_working_ones_kept(tmp_
     journal.db.execute("UPDATE tasks SET finished_at = ? WHERE task_id = 'OLD'", [now_iso(-7200)])
     assert journal.purge_finished(retention_s=3600) == 1
     assert sorted(journal.task_ids()) == ["NEW", "RUNNING"]
+
+
+def _open_at_the_barrier(path: str, barrier: Any, errors: Any) -> None:
+    barrier.wait()
+    try:
+        journal = Journal(Path(path))
+        journal.register_instance(f"I{os.getpid()}")
+        journal.close()
+    except Exception as exc:  # noqa: BLE001 - reported to the test, which names it
+        errors.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_many_processes_opening_a_fresh_journal_at_the_same_instant_all_open(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    path, barrier, errors = str(tmp_path / "j.db"), context.Barrier(8), context.Queue()
+    workers = [context.Process(target=_open_at_the_barrier, args=(path, barrier, errors)) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    assert errors.empty(), errors.get()
+    journal = Journal(Path(path))
+    assert len(list(journal.db["instances"].rows)) == 8
+    assert migrations.pending(journal.db) == []
+
+
+def test_a_live_owner_is_alive_however_stale_its_heartbeat_and_a_reused_pid_is_not(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.db")
+    journal.register_instance("ME")
+    journal.db.execute("UPDATE instances SET heartbeat_at = ?", [now_iso(-24 * 3600)])
+    me = journal.instance("ME")
+    assert me is not None and me["proc_start"]
+    assert journal.instance_alive(me) is True
+    assert journal.instance_alive({**me, "proc_start": "linux:another-boot:1"}) is False  # pid reused
+    assert journal.instance_alive({**me, "stopped_at": now_iso()}) is False
+    # an old row without a start time, or one from another machine, can only go by the heartbeat
+    assert journal.instance_alive({**me, "proc_start": None}) is False
+    assert journal.instance_alive({**me, "machine": "elsewhere", "heartbeat_at": now_iso()}) is True
+
+
+def _adopt_at_the_barrier(path: str, barrier: Any, claims: Any) -> None:
+    journal = Journal(Path(path))
+    me = f"I{os.getpid()}"
+    journal.register_instance(me)
+    barrier.wait()
+    try:
+        claims.put((me, journal.adopt_orphans(me)))
+    except Exception as exc:  # noqa: BLE001 - reported to the test, which names it
+        claims.put((me, f"{type(exc).__name__}: {exc}"))
+
+
+def test_the_suspended_calls_of_a_dead_owner_are_each_claimed_by_exactly_one_serve(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    setup = Journal(path)
+    setup.register_instance("DEAD")
+    setup.db.execute("UPDATE instances SET pid = ?", [_exited_pid()])
+    suspended = [f"T{i:02d}" for i in range(30)]
+    for task_id in suspended:
+        setup.insert_task(task_row(task_id, "DEAD"))
+        setup.insert_pending(pending_row(f"Q{task_id}", "DEAD", task_id=task_id))
+    setup.db.execute("UPDATE tasks SET request_state = 'opaque'")
+    context = multiprocessing.get_context("spawn")
+    barrier, claims = context.Barrier(6), context.Queue()
+    serves = [
+        context.Process(target=_adopt_at_the_barrier, args=(str(path), barrier, claims)) for _ in range(6)
+    ]
+    for serve in serves:
+        serve.start()
+    results = [claims.get(timeout=60) for _ in serves]
+    for serve in serves:
+        serve.join(timeout=60)
+    assert all(isinstance(ids, list) for _, ids in results), results
+    claimed = [task_id for _, ids in results for task_id in ids]
+    assert sorted(claimed) == suspended  # every call once: no call re-driven twice, none left behind
+    owners = {me: ids for me, ids in results}
+    for task_id in suspended:
+        row, question = setup.task(task_id), setup.pending_row(f"Q{task_id}")
+        assert row is not None and question is not None
+        assert task_id in owners[row["instance_id"]] and question["instance_id"] == row["instance_id"]
+
+
+def test_an_interrupted_task_says_whose_process_it_was_and_a_time_not_before_its_own(tmp_path: Path) -> None:
+    Journal(tmp_path / "j.db").register_instance("DEAD")
+    journal = Journal(tmp_path / "j.db")  # the CLI's: it owns nothing
+    journal.db.execute("UPDATE instances SET pid = ?, heartbeat_at = ?", [_exited_pid(), now_iso(-4)])
+    journal.insert_task(task_row("T", "DEAD"))  # created after the owner's last heartbeat
+    journal.insert_pending(pending_row("Q", "DEAD"))
+    assert journal.interrupt_orphans() == ["T"]
+    task, question = journal.task("T"), journal.pending_row("Q")
+    assert task is not None and question is not None
+    pid = journal.instance("DEAD")["pid"]  # type: ignore[index]
+    for row, own in ((task, task["created_at"]), (question, question["created_at"])):
+        assert f"pid {pid} on {socket.gethostname()}" in row["error"]
+        times = re.findall(r"\d{4}-\d\d-\d\dT[\d:.]+Z", row["error"])
+        assert times and all(t >= own for t in times), (row["error"], own)
+
+
+def test_a_live_serve_takes_back_its_rows_that_another_process_settled_as_orphans(tmp_path: Path) -> None:
+    serve, elsewhere = Journal(tmp_path / "j.db"), Journal(tmp_path / "j.db")
+    serve.register_instance("ME")
+    for task_id in ("T1", "T2"):
+        serve.insert_task(task_row(task_id, "ME"))
+    serve.insert_pending(pending_row("Q", "ME", task_id="T1"))
+    # another machine (or an older emceepee) takes this serve for dead and settles its rows
+    elsewhere.db.execute("UPDATE instances SET machine = 'elsewhere', heartbeat_at = ?", [now_iso(-3600)])
+    assert sorted(elsewhere.interrupt_orphans()) == ["T1", "T2"]
+    assert elsewhere.pending_row("Q")["status"] == "rejected"  # type: ignore[index]
+    # the serve still sees them as its own, and takes back those it is still running
+    assert serve.task("T1")["status"] == "working"  # type: ignore[index]
+    assert serve.pending_row("Q")["status"] == "pending"  # type: ignore[index]
+    assert serve.reclaim("ME", ["T1"], ["Q"]) == ["T1", "Q"]
+    assert elsewhere.task("T1")["status"] == "working"  # type: ignore[index]
+    assert elsewhere.pending_row("Q")["status"] == "pending"  # type: ignore[index]
+    assert elsewhere.task("T2")["status"] == "interrupted"  # not running here any more: left alone
+    # a result that arrives before the watcher reclaims is still written
+    assert serve.finish_task("T2", TaskStatus.COMPLETED, result={"content": []}) is True
+    assert elsewhere.task("T2")["status"] == "completed"  # type: ignore[index]
+
+
+def test_a_deleted_journal_is_re_created_with_this_processs_rows(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    serve = Journal(path)
+    serve.register_instance("ME")
+    serve.insert_task(task_row("T", "ME"))
+    serve.insert_pending(pending_row("Q", "ME", task_id="T"))
+    assert serve.recover() is None
+    path.unlink()
+    said = serve.recover()
+    assert said is not None and "re-created" in said and "1 task(s)" in said
+    assert serve.recover() is None
+    fresh = Journal(path)
+    assert fresh.task("T")["status"] == "working"  # type: ignore[index]
+    assert fresh.pending_row("Q")["status"] == "pending"  # type: ignore[index]
+    assert fresh.instance("ME") is not None
+    assert serve.finish_task("T", TaskStatus.COMPLETED, result={"content": []}) is True
+    assert fresh.task("T")["status"] == "completed"  # type: ignore[index]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def pending_row(request_id: str, instance_id: str, task_id: str | None = None) -> dict[str, object]:
+    return {
+        "request_id": request_id,
+        "instance_id": instance_id,
+        "server": "s",
+        "kind": "elicitation",
+        "params": {"message": "?", "requested_schema": {"type": "object"}},
+        "status": "pending",
+        "task_id": task_id,
+        "correlation": "exact",
+        "created_at": now_iso(),
+        "expires_at": now_iso(600),
+    }
+
+
+def _exited_pid() -> int:
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    assert done.wait(timeout=30) == 0
+    return done.pid

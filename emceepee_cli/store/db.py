@@ -1,0 +1,174 @@
+"""Opening the journal file, and SQLite's failures as errors that say what to do.
+
+Opening is safe under concurrency: two hosts start `serve` at once, and a CLI command runs
+beside them, all on a journal that does not exist yet. SQLite settles most of it with its busy
+timeout, but not all: switching to WAL and a migration racing another can fail at once with
+"locked" (or find a table another process has just created). So an open that meets a locked or
+busy database starts again, with a bounded backoff, and a migration runs under BEGIN IMMEDIATE
+and checks again, once it holds the write lock, what is still to be done.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+import sqlite_utils
+
+from emceepee_cli import paths
+from emceepee_cli.errors import JournalError
+from emceepee_cli.store.migrations import check_not_newer, migrations
+
+BUSY_TIMEOUT_MS = 5000
+OPEN_RETRY_S = 15.0  # a journal still locked after this long is reported as locked
+OPEN_BACKOFF_S = (0.01, 0.5)  # first and longest pause between attempts
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class HasPath(Protocol):
+    path: Path
+
+
+S = TypeVar("S", bound=HasPath)
+
+
+def now_iso(offset_s: float = 0.0) -> str:
+    t = time.time() + offset_s
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
+def journal_error(exc: sqlite3.Error, path: Path | str) -> JournalError:
+    """SQLite's failure as a JournalError that names the file and the next thing to do."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if is_busy(exc):
+        return JournalError(
+            f"The journal {path} is locked by another process ({exc}).",
+            hint="Try again in a moment; if it persists, stop other emceepee processes.",
+        )
+    if name.startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN")):
+        return JournalError(
+            f"The journal {path} could not be written: {exc} ({name}).",
+            hint="Check the free space on its disk, and that the file and its folder are writable; "
+            "until then tasks and answers are not recorded.",
+        )
+    if isinstance(exc, sqlite3.OperationalError):
+        return JournalError(
+            f"The journal {path} could not be used: {exc}", hint="Check the file and its folder."
+        )
+    return JournalError(
+        f"The journal {path} is not a usable SQLite file: {exc}",
+        hint="Move it aside (emceepee will start a new one) or use --db / EMCEEPEE_DB.",
+    )
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def mapped(fn: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, P], T]:
+    """A journal method whose SQLite failures become JournalErrors, at this one edge."""
+
+    @functools.wraps(fn)
+    def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise journal_error(exc, self.path) from exc
+
+    return wrapper
+
+
+def connect(path: Path, seed: Callable[[sqlite_utils.Database], None] | None = None) -> sqlite_utils.Database:
+    """The journal at `path`, created (0600) and migrated if need be; retried while another opens it.
+
+    `seed` writes rows in the migration's transaction, so that nobody sees the new journal without them.
+    """
+    deadline = time.monotonic() + OPEN_RETRY_S
+    pause = OPEN_BACKOFF_S[0]
+    while True:
+        try:
+            paths.ensure_private_dir(path.parent)
+            return _open(path, seed)
+        except sqlite3.Error as exc:
+            if not is_busy(exc) or time.monotonic() + pause > deadline:
+                raise journal_error(exc, path) from exc
+        except OSError as exc:
+            raise JournalError(
+                f"The journal {path} could not be created: {exc}",
+                hint="Check that its folder is writable, or use --db / EMCEEPEE_DB.",
+            ) from exc
+        time.sleep(pause)
+        pause = min(pause * 2, OPEN_BACKOFF_S[1])
+
+
+def _open(path: Path, seed: Callable[[sqlite_utils.Database], None] | None) -> sqlite_utils.Database:
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    conn = sqlite3.connect(
+        path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+    )
+    try:
+        db = sqlite_utils.Database(conn)
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        check_not_newer(db, str(path))
+        if migrations.pending(db) or seed is not None:
+            with immediate(db):  # one process migrates; the others wait, then find nothing to do
+                check_not_newer(db, str(path))
+                migrations.apply(db)
+                if seed is not None:
+                    seed(db)
+    except BaseException:
+        conn.close()
+        raise
+    return db
+
+
+@contextmanager
+def immediate(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """A write transaction that takes the write lock first (waiting for it with the busy timeout),
+    so that what it read cannot have changed before it writes."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+        db.execute("COMMIT")
+    except BaseException:
+        if db.conn.in_transaction:
+            with suppress(sqlite3.Error):  # the first failure is the one to report
+                db.execute("ROLLBACK")
+        raise
+
+
+def file_id(path: Path) -> tuple[int, int] | None:
+    """Which file is at `path` (device and inode), or None if there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def close_quietly(db: sqlite_utils.Database, *, keep_sidecars: bool = False) -> str | None:
+    """Close a connection; what went wrong, if anything (a close must never raise at shutdown).
+
+    `keep_sidecars`: this connection's file was deleted; closing normally would checkpoint and then
+    delete `<path>-wal` and `-shm` by name, which may by now belong to a re-created journal. Python
+    3.12+ can tell SQLite not to; on 3.11 the caller closes before re-creating, to keep that window small.
+    """
+    conn: Any = db.conn
+    try:
+        if keep_sidecars and hasattr(conn, "setconfig"):
+            conn.setconfig(sqlite3.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, True)  # type: ignore[attr-defined]
+        conn.close()
+    except sqlite3.Error as exc:
+        return str(exc)
+    return None

@@ -1,0 +1,228 @@
+"""The `instances` table: which emceepee processes own which rows, and what happens when one is gone.
+
+Every `serve` registers itself (pid, machine, and the process's start time) and beats a heartbeat.
+An owner is dead only when its process is gone: on this machine that is decided by pid *and*
+start time (`store/proc.py`), so a live process is never declared dead however stale its
+heartbeat (a suspended laptop, a SIGSTOP, a long lock). The heartbeat decides only where the
+process cannot be checked: a row from another machine, or one written by an emceepee that did
+not record a start time.
+
+What a dead owner left is settled by whoever looks first (a `serve` starting, any CLI command):
+its running calls become `interrupted` and its questions `rejected`, except a 2026-07-28 call
+suspended on input, which one `serve` claims (an atomic `UPDATE … WHERE instance_id = <dead>`)
+and re-drives. A live `serve` that finds its own rows settled so by mistake (by an older
+emceepee, or a CLI on a machine that can only go by the heartbeat) takes them back: `reclaim`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from emceepee_cli.store import proc
+from emceepee_cli.store.db import immediate, mapped, now_iso
+from emceepee_cli.store.records import ElicitationStatus, TaskStatus
+
+HEARTBEAT_S = 5.0
+STALE_AFTER_S = 30.0  # where the process cannot be checked, an owner silent this long is dead
+STALE_ENV = "EMCEEPEE_STALE_AFTER_S"  # a test switch: a shorter staleness (and heartbeat)
+ORPHANED = "emceepee stopped while this call was running"  # how every such error begins, old and new
+
+
+def stale_after_s() -> float:
+    return float(os.environ.get(STALE_ENV) or STALE_AFTER_S)
+
+
+def heartbeat_s() -> float:
+    return min(HEARTBEAT_S, stale_after_s() / 6)
+
+
+class Instances:
+    """The instance half of the journal (mixed into `Journal`)."""
+
+    path: Path
+    db: sqlite_utils.Database
+    owner: str | None  # the instance this process registered, if it is a `serve`
+
+    def finish_task(self, task_id: str, status: TaskStatus, **kwargs: Any) -> bool:
+        raise NotImplementedError
+
+    @mapped
+    def register_instance(self, instance_id: str) -> None:
+        at = now_iso()
+        self.db["instances"].insert(
+            {
+                "instance_id": instance_id,
+                "pid": os.getpid(),
+                "machine": socket.gethostname(),
+                "proc_start": proc.start_time(os.getpid()),
+                "started_at": at,
+                "heartbeat_at": at,
+            }
+        )
+        self.owner = self.owner or instance_id
+
+    @mapped
+    def heartbeat(self, instance_id: str) -> None:
+        self.db.execute(
+            "UPDATE instances SET heartbeat_at = ? WHERE instance_id = ?", [now_iso(), instance_id]
+        )
+
+    @mapped
+    def set_host(self, instance_id: str, name: str | None, version: str | None) -> None:
+        self.db.execute(
+            "UPDATE instances SET host_name = ?, host_version = ? WHERE instance_id = ?",
+            [name, version, instance_id],
+        )
+
+    @mapped
+    def stop_instance(self, instance_id: str) -> None:
+        self.db.execute("UPDATE instances SET stopped_at = ? WHERE instance_id = ?", [now_iso(), instance_id])
+
+    def instance_alive(self, row: dict[str, Any]) -> bool:
+        if row.get("stopped_at"):
+            return False
+        if row["machine"] == socket.gethostname():
+            same = proc.same_process(row["pid"], row.get("proc_start"))
+            if same is not None:
+                return same
+        return bool(row["heartbeat_at"] >= now_iso(-stale_after_s()))
+
+    @mapped
+    def instance(self, instance_id: str) -> dict[str, Any] | None:
+        rows = list(self.db["instances"].rows_where("instance_id = ?", [instance_id]))
+        return rows[0] if rows else None
+
+    def dead_instances(self) -> list[dict[str, Any]]:
+        sql = (
+            "SELECT DISTINCT i.* FROM instances i WHERE i.instance_id IN "
+            "(SELECT instance_id FROM tasks WHERE status = ? UNION SELECT instance_id FROM pending WHERE status = ?)"
+        )
+        rows = self._rows(sql, [TaskStatus.WORKING.value, ElicitationStatus.PENDING.value])
+        return [inst for inst in rows if not self.instance_alive(inst)]
+
+    def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        """A query's rows, read to the end before the caller writes: a write made while a read is
+        still open cannot wait for the lock (SQLite says "locked" at once when another wrote meanwhile)."""
+        return list(self.db.query(sql, params))
+
+    @mapped
+    def interrupt_orphans(self) -> list[str]:
+        """What a dead instance left running: its calls become `interrupted` and its questions `rejected`.
+
+        A 2026-07-28 call suspended on input is kept (its `request_state` is journaled): the next
+        `serve` adopts it and re-drives it once its questions are answered.
+        """
+        done: list[str] = []
+        noticed = now_iso()
+        for inst in self.dead_instances():
+            params = [inst["instance_id"], TaskStatus.WORKING.value]
+            for row in self._rows(
+                "SELECT task_id, created_at, last_updated_at FROM tasks "
+                "WHERE instance_id = ? AND status = ? AND request_state IS NULL",
+                params,
+            ):
+                error = f"{orphaned(inst, row, noticed)}; the backend call was lost"
+                if self.finish_task(row["task_id"], TaskStatus.INTERRUPTED, error=error):
+                    done.append(row["task_id"])
+            for row in self._rows(
+                "SELECT request_id, created_at FROM pending WHERE instance_id = ? AND status = ? AND "
+                "(task_id IS NULL OR task_id NOT IN "
+                "(SELECT task_id FROM tasks WHERE request_state IS NOT NULL AND status = ?))",
+                [inst["instance_id"], ElicitationStatus.PENDING.value, TaskStatus.WORKING.value],
+            ):
+                self.db.execute(
+                    "UPDATE pending SET status = ?, error = ?, answered_at = ? WHERE request_id = ? AND status = ?",
+                    [
+                        ElicitationStatus.REJECTED.value,
+                        f"{orphaned(inst, row, noticed)}; the backend is no longer waiting for this answer",
+                        noticed,
+                        row["request_id"],
+                        ElicitationStatus.PENDING.value,
+                    ],
+                )
+        return done
+
+    @mapped
+    def adopt_orphans(self, instance_id: str) -> list[str]:
+        """Claim the suspended 2026-07-28 calls (and their questions) of dead instances.
+
+        Each call is claimed by one atomic UPDATE that names the dead owner, so when several
+        `serve`s start together exactly one of them wins it, and only the winner re-drives it.
+        """
+        adopted: list[str] = []
+        for inst in self.dead_instances():
+            rows = self._rows(
+                "SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND request_state IS NOT NULL",
+                [inst["instance_id"], TaskStatus.WORKING.value],
+            )
+            for row in rows:
+                with immediate(self.db):
+                    claimed = self.db.execute(
+                        "UPDATE tasks SET instance_id = ?, last_updated_at = ? "
+                        "WHERE task_id = ? AND instance_id = ? AND status = ?",
+                        [
+                            instance_id,
+                            now_iso(),
+                            row["task_id"],
+                            inst["instance_id"],
+                            TaskStatus.WORKING.value,
+                        ],
+                    ).rowcount
+                    if claimed != 1:
+                        continue
+                    self.db.execute(
+                        "UPDATE pending SET instance_id = ? WHERE task_id = ? AND instance_id = ? AND status = ?",
+                        [instance_id, row["task_id"], inst["instance_id"], ElicitationStatus.PENDING.value],
+                    )
+                adopted.append(row["task_id"])
+        return adopted
+
+    @mapped
+    def reclaim(self, instance_id: str, task_ids: Collection[str], request_ids: Collection[str]) -> list[str]:
+        """This live process's own calls and questions that another process settled as orphans
+        (believing this one gone) become `working` / `pending` again; their ids."""
+        restored: list[str] = []
+        for table, key, settled, open_, ids in (
+            ("tasks", "task_id", TaskStatus.INTERRUPTED, TaskStatus.WORKING, task_ids),
+            ("pending", "request_id", ElicitationStatus.REJECTED, ElicitationStatus.PENDING, request_ids),
+        ):
+            end = "finished_at" if table == "tasks" else "answered_at"
+            for row in self._rows(
+                f"SELECT {key} FROM {table} WHERE instance_id = ? AND status = ? AND error LIKE ?",
+                [instance_id, settled.value, ORPHANED + "%"],
+            ):
+                if (
+                    row[key] in ids
+                    and self.db.execute(
+                        f"UPDATE {table} SET status = ?, error = NULL, {end} = NULL WHERE {key} = ? AND status = ?",
+                        [open_.value, row[key], settled.value],
+                    ).rowcount
+                ):
+                    restored.append(row[key])
+        return restored
+
+
+def orphaned(inst: dict[str, Any], row: dict[str, Any], noticed: str) -> str:
+    """Why a row was settled, with a time not before the row's own: a heartbeat may be older than it."""
+    own = [row.get("created_at") or "", row.get("last_updated_at") or ""]
+    who = f"its emceepee process, pid {inst['pid']} on {inst['machine']},"
+    if inst.get("stopped_at"):
+        return f"{ORPHANED} ({who} stopped at {max([inst['stopped_at'], *own])})"
+    seen = max([inst["heartbeat_at"], *own])
+    return f"{ORPHANED} ({who} was last seen at {seen} and found gone at {noticed})"
+
+
+def owns_by_mistake(owner: str | None, row: dict[str, Any], settled: str) -> bool:
+    """A row of this live process that another settled as an orphan: it is still this process's."""
+    return (
+        owner is not None
+        and row.get("instance_id") == owner
+        and row.get("status") == settled
+        and str(row.get("error") or "").startswith(ORPHANED)
+    )

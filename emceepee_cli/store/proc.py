@@ -1,0 +1,95 @@
+"""Is the process that wrote an `instances` row still running? Decided by pid *and* start time.
+
+A pid alone can be reused after a process dies, and a heartbeat alone lies whenever a live
+process is frozen (a suspended laptop, SIGSTOP, a long lock): so a row records its process's
+start time, and the process is the same one only when both match.
+
+Where the start time comes from:
+- Linux: field 22 of /proc/PID/stat (clock ticks since boot), prefixed with the boot id so a
+  reboot cannot make an old row match a new process.
+- elsewhere with a `ps` (macOS, the BSDs): `ps -o lstart= -p PID` (to the second; with the pid
+  that is enough to tell a reused pid from the original).
+- nowhere else (Windows): no start time; callers fall back to the heartbeat.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+PS_TIMEOUT_S = 2.0
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def start_time(pid: int) -> str | None:
+    """An opaque token for when process `pid` started, or None if it is gone or cannot be told."""
+    stat = _proc_stat(pid)
+    if stat is not None:
+        fields = stat.rpartition(")")[2].split()  # after the command name, which may hold spaces
+        if fields[0] in ("Z", "X"):  # a zombie has exited: its start time no longer names a process
+            return None
+        return f"linux:{_boot_id()}:{fields[19]}"  # field 22 of the whole line
+    if Path("/proc/self/stat").exists():
+        return None  # a /proc system without this pid: the process is gone
+    return _ps_start(pid)
+
+
+def same_process(pid: int, recorded: str | None) -> bool | None:
+    """True: the process that recorded `recorded` still runs. False: it is gone (or its pid was
+    reused). None: cannot tell (no start time recorded, or none readable here)."""
+    if not _exists(pid):
+        return False
+    current = start_time(pid)
+    if current is None:
+        return False if _zombie(pid) else None
+    return None if recorded is None else current == recorded
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    except OSError:  # Windows raises this for a pid that is not running
+        return False
+    return True
+
+
+def _zombie(pid: int) -> bool:
+    stat = _proc_stat(pid)
+    return stat is not None and stat.rpartition(")")[2].split()[0] in ("Z", "X")
+
+
+def _proc_stat(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+
+
+def _boot_id() -> str:
+    try:
+        return _BOOT_ID.read_text().strip()
+    except OSError:
+        return "?"
+
+
+def _ps_start(pid: int) -> str | None:
+    try:
+        done = subprocess.run(
+            ["ps", "-o", "stat=", "-o", "lstart=", "-p", str(pid)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=PS_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    state, _, started = done.stdout.strip().partition(" ")
+    if done.returncode != 0 or not started or state.startswith("Z"):
+        return None
+    return f"ps:{' '.join(started.split())}"
