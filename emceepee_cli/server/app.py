@@ -2,7 +2,8 @@
 
 Lifecycle of `serve`: log to stderr from the first line (stdout is the protocol wire) → load
 the config (a broken file still starts, with zero backends and the error reported) → enter the
-lifespan, which starts every backend without waiting for any → answer the host → on stdin EOF,
+lifespan, which starts every backend without waiting for any → answer the host over the wire of
+`server/stdio.py` (every line it sends gets an answer, a bad one a JSON-RPC error) → on stdin EOF,
 SIGTERM or SIGINT, stop every backend (each stop is shielded and bounded) and exit. A signal
 exits through `os._exit`, because the stdin reader thread cannot be cancelled (SDK guide §7.2).
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
-from mcp import MCPError, stdio_server
+from mcp import MCPError
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
 
@@ -35,6 +36,7 @@ from emceepee_cli.ids import new_id
 from emceepee_cli.server import diagrams
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call
+from emceepee_cli.server.stdio import host_streams
 from emceepee_cli.store.journal import AsyncJournal, Journal
 
 log = logging.getLogger("emceepee")
@@ -219,7 +221,7 @@ async def _serve(config: Config, log_dir: Path, db_path: Path | None) -> None:
     async with anyio.create_task_group() as tg:
         if sys.platform != "win32":
             tg.start_soon(_exit_on_signal, tg.cancel_scope, closed)
-        async with stdio_server() as (read, write):
+        async with host_streams() as (read, write):
             options = server.create_initialization_options(NotificationOptions(tools_changed=False))
             await server.run(read, write, options)
         tg.cancel_scope.cancel()
