@@ -20,7 +20,7 @@ import mcp_types as types
 from mcp.server.session import ServerSession
 
 from emceepee_cli import config as config_mod
-from emceepee_cli.config import Config, ServerSpec
+from emceepee_cli.config import Config, ConfigProblem, ServerSpec
 from emceepee_cli.core import sagas, schema
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
@@ -178,7 +178,7 @@ class Hub:
             broken = [p for p in self.config.problems if p.server == name]
             if broken:
                 raise NotFound(
-                    f"Server '{name}' is in the config but could not load: {broken[0]}",
+                    f"Server '{name}' is in the config but could not load: {_config_error(broken)}",
                     hint="Fix the config.",
                 )
             known = ", ".join(sorted(self.backends)) or "none"
@@ -206,17 +206,20 @@ class Hub:
 
     def list_servers(self) -> dict[str, Any]:
         servers = [_server_row(b) for b in self.backends.values()]
+        broken: dict[str, list[ConfigProblem]] = {}
+        for problem in self.config.problems:
+            if problem.server and problem.server not in self.backends:
+                broken.setdefault(problem.server, []).append(problem)
         servers += [
             {
-                "name": p.server,
+                "name": name,
                 "status": Status.FAILED.value,
                 "transport": None,
                 "tools": 0,
                 "restarts": 0,
-                "last_error": f"config: {p}",
+                "last_error": _config_error(problems),
             }
-            for p in self.config.problems
-            if p.server and p.server not in self.backends
+            for name, problems in broken.items()
         ]
         out: dict[str, Any] = {"servers": servers}
         general = [str(p) for p in self.config.problems if not p.server]
@@ -230,8 +233,8 @@ class Hub:
                 f"Server '{spec.name}' already exists.",
                 hint=f"Remove it first with remove_server('{spec.name}').",
             )
-        if persist:
-            config_mod.add_server(spec, self.config.path)
+        if persist:  # in a thread: the file lock may be held by a CLI for a moment
+            await anyio.to_thread.run_sync(config_mod.add_server, spec, self.config.path)
         else:
             config_mod.check_spec(spec)
         backend = self._start(spec)
@@ -245,9 +248,9 @@ class Hub:
         backend.stop()
         await backend.wait_for(lambda s: s in (Status.STOPPED, Status.FAILED, Status.DISABLED), STOP_WAIT_S)
         del self.backends[name]
-        removed_from_config = name in config_mod.load_config(self.config.path).servers
-        if removed_from_config:
-            config_mod.remove_server(name, self.config.path)
+        removed_from_config = await anyio.to_thread.run_sync(
+            config_mod.discard_server, name, self.config.path
+        )
         return {"removed": name, "status": backend.status.value, "removed_from_config": removed_from_config}
 
     # ---- tools -------------------------------------------------------------------------------
@@ -388,6 +391,12 @@ _SERVER_EVENTS: dict[tuple[Status | None, Status], str] = {
     (Status.READY, Status.RESTARTING): "server_disconnected",
     (None, Status.FAILED): "server_failed",
 }
+
+
+def _config_error(problems: list[ConfigProblem]) -> str:
+    """Every problem of one server's table, in one line."""
+    parts = [f"field '{p.field}': {p.message}" if p.field else p.message for p in problems]
+    return "config: " + "; ".join(parts)
 
 
 def _severity(level: str) -> int:
