@@ -3,7 +3,8 @@
 Loading raises only for a file that is not TOML (or cannot be read): a bad server becomes a
 `ConfigProblem` and is left out, a bad default falls back to its built-in value, so one typo
 cannot take every backend down. `Config.servers` keeps `${VAR}` unexpanded (secrets are neither
-shown nor re-saved); `ServerSpec.expanded()` fills them in for spawning.
+shown nor re-saved); `ServerSpec.expanded()` fills them in for spawning, and registers each value
+it fills in with `redact`, so that value is shown as its `${VAR}` again wherever it is quoted.
 Every read-modify-write of the file holds an exclusive lock on a sibling `config.toml.lock`, so
 two writers (two `emceepee servers add`, or the CLI and a serve's `add_server`) never lose each
 other's servers; saving rewrites the file atomically (temp file, fsync, replace); comments in a
@@ -26,7 +27,7 @@ from typing import Any, Literal, cast
 
 import tomli_w
 
-from emceepee_cli import locking, paths
+from emceepee_cli import locking, paths, redact
 from emceepee_cli.errors import ConfigError, NotFound, UsageError
 
 Policy = Literal["auto", "forward", "park"]
@@ -417,6 +418,7 @@ def _expand(field_name: str, value: str, environ: Mapping[str, str] | None) -> s
             return match.group(0)
         if name not in environ:
             raise _RefError(field_name, f"${{{name}}} is not set", _UNSET_HINT)
+        redact.register(name, environ[name])
         return environ[name]
 
     return _REF.sub(one, value)

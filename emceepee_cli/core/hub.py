@@ -28,6 +28,7 @@ from emceepee_cli.core.events import Events
 from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_reply
 from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
+from emceepee_cli.redact import redact, redact_data
 from emceepee_cli.store.journal import HEARTBEAT_S, AsyncJournal, now_iso
 from emceepee_cli.store.records import TaskStatus
 
@@ -141,13 +142,13 @@ class Hub:
     # ---- BackendSink ------------------------------------------------------------------------
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
-        self.notifications.append({"time": now_iso(), "server": server, "method": method, "params": params})
+        entry = {"time": now_iso(), "server": server, "method": method, "params": params}
+        self.notifications.append(redact_data(entry))
         self.events.emit("notification", server, {"method": method, "params": params})
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
-        self.logs.append(
-            {"time": now_iso(), "server": server, "level": level, "source": source, "message": message}
-        )
+        entry = {"time": now_iso(), "server": server, "level": level, "source": source, "message": message}
+        self.logs.append(redact_data(entry))
 
     async def question(self, backend: Backend, kind: str, params: Any) -> Any:
         """A handshake-era backend asks mid-call: park (and maybe forward) it, return the answer."""
@@ -160,8 +161,12 @@ class Hub:
         return backend_reply(await self.questions.wait(question), kind)
 
     def status_changed(self, backend: Backend, previous: Status) -> None:
+        if backend.last_error:  # e.g. a missing `cwd`, quoted as expanded: show its ${VAR} form
+            backend.last_error = redact(backend.last_error)
         detail = f": {backend.last_error}" if backend.last_error and backend.status != Status.READY else ""
         self.log(backend.name, "info", f"{previous} -> {backend.status}{detail}", "emceepee")
+        if detail:  # the host's log of our stderr is often the only place a person looks
+            log.warning("backend %s: %s -> %s%s", backend.name, previous, backend.status, detail)
         kind = _SERVER_EVENTS.get((previous, backend.status)) or _SERVER_EVENTS.get((None, backend.status))
         if kind:
             data = {

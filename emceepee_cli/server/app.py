@@ -33,6 +33,7 @@ from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.hub import Hub
 from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import new_id
+from emceepee_cli.redact import RedactingFormatter
 from emceepee_cli.server import diagrams
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call
@@ -201,11 +202,9 @@ def load_or_report(path: Path) -> Config:
 
 
 def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = None) -> None:
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s emceepee %(levelname)s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s emceepee %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
     Journal(db_path).close()  # refuse a locked or newer journal now, before the host connects
     config = load_or_report(config_path)

@@ -24,6 +24,7 @@ import sqlite_utils
 
 from emceepee_cli import paths
 from emceepee_cli.errors import JournalError
+from emceepee_cli.redact import redact, redact_data
 from emceepee_cli.store.migrations import check_not_newer, migrations
 from emceepee_cli.store.records import ElicitationStatus, TaskStatus
 
@@ -229,7 +230,7 @@ class Journal:
             [
                 status.value,
                 json.dumps(result) if result is not None else None,
-                error,
+                redact(error) if error else error,
                 message,
                 at,
                 at,
@@ -328,7 +329,7 @@ class Journal:
                 status,
                 json.dumps(answer) if answer is not None else None,
                 by,
-                error,
+                redact(error) if error else error,
                 now_iso(),
                 request_id,
                 ElicitationStatus.PENDING.value,
@@ -380,7 +381,7 @@ class Journal:
 
     @_mapped
     def add_event(self, event: dict[str, Any]) -> None:
-        self.db["events"].insert({**event, "data": json.dumps(event.get("data"))})
+        self.db["events"].insert({**event, "data": json.dumps(redact_data(event.get("data")))})
 
     @_mapped
     def set_cursor(self, session_id: str, event_id: str) -> None:
