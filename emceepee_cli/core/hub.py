@@ -8,7 +8,6 @@ method, which returns a JSON-able payload (our own tools) or the backend's resul
 from __future__ import annotations
 
 import logging
-import re
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ from mcp.server.session import ServerSession
 
 from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec
-from emceepee_cli.core import sagas, schema
+from emceepee_cli.core import patterns, sagas, schema
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.events import Events
@@ -261,26 +260,27 @@ class Hub:
     # ---- tools -------------------------------------------------------------------------------
 
     async def list_tools(self, server: str | None, pattern: str | None) -> dict[str, Any]:
-        try:
-            matcher = re.compile(pattern, re.IGNORECASE) if pattern else None
-        except re.error as exc:
-            raise UsageError(
-                f"pattern is not a valid regular expression: {exc}",
-                hint="Escape special characters, e.g. '\\.'.",
-            ) from exc
+        if pattern:
+            patterns.compile_pattern(pattern)  # a bad pattern is refused before any wait for backends
         groups = []
         for backend in await self._selected(server):
             group: dict[str, Any] = {"server": backend.name, "status": backend.status.value}
             if backend.status != Status.READY:
                 group["error"] = backend.last_error or f"backend is {backend.status}"
-                groups.append(group)
-                continue
-            group["tools"] = [
-                {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
-                for t in backend.offer.tools.values()
-                if matcher is None or matcher.search(t.name) or matcher.search(t.description or "")
-            ]
+            else:
+                group["tools"] = [
+                    {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
+                    for t in backend.offer.tools.values()
+                ]
             groups.append(group)
+        if pattern:  # in a thread, bounded: a pattern that backtracks must not stall the event loop
+            listed = [tool for group in groups for tool in group.get("tools", ())]
+            texts = [(tool["name"], tool["description"]) for tool in listed]
+            found = await anyio.to_thread.run_sync(patterns.matching, pattern, texts)
+            kept = {id(tool) for tool, hit in zip(listed, found, strict=True) if hit}
+            for group in groups:
+                if "tools" in group:
+                    group["tools"] = [tool for tool in group["tools"] if id(tool) in kept]
         return {"servers": groups}
 
     async def execute_tool(

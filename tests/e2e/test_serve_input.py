@@ -1,4 +1,4 @@
-"""Host input that reaches the config, over a real `emceepee serve`."""
+"""Host input that reaches the config and the tool listing, over a real `emceepee serve`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,49 @@ from emceepee_cli.config import load_config
 from tests.support import hostile_table, payload, run_cli, serving, still_answering, texts, write_config
 
 pytestmark = pytest.mark.anyio
+
+BACKTRACKS = "a" * 40 + "!"  # `(a|aa)+$` tries every split of the a's before failing at the "!"
+
+
+async def test_a_backtracking_pattern_is_refused_within_its_budget_and_serve_stays_responsive(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path / "config.toml", hostile_table("h", "--describe", BACKTRACKS))
+    async with serving(config) as client:
+        with anyio.fail_after(30):
+            assert len(payload(await client.call_tool("list_tools", {}))["servers"][0]["tools"]) > 5
+        listed = anyio.Event()
+        pings = 0
+
+        async def catastrophic() -> None:
+            result = await client.call_tool("list_tools", {"pattern": "(a|aa)+$"})
+            listed.set()
+            assert result.is_error, result
+            assert "took more than" in texts(result)[0] and "Simplify it" in texts(result)[0]
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(catastrophic)
+                while not listed.is_set():  # each ping is answered while the pattern is matched
+                    await still_answering(client)
+                    pings += 1
+        assert pings >= 3, "the pings waited for the pattern"
+
+        with anyio.fail_after(30):
+            # `(a+)+$`, the textbook case for `re`, is handled quickly by the matcher: no error.
+            nested = payload(await client.call_tool("list_tools", {"pattern": "(a+)+$"}))
+            assert nested["servers"][0]["tools"] == []
+            found = payload(await client.call_tool("list_tools", {"pattern": "^ECHO$"}))
+            assert [t["name"] for t in found["servers"][0]["tools"]] == ["echo"]
+            for pattern, said in (
+                ("a{4294967294}", "multiply past"),
+                ("(?:a{1000}){1000}", "multiply past"),
+                ("x" * 501, "the limit is 500"),
+                ("(", "not a valid regular expression"),
+            ):
+                refused = await client.call_tool("list_tools", {"pattern": pattern})
+                assert refused.is_error and said in texts(refused)[0], (pattern, texts(refused))
+            await still_answering(client)
 
 
 async def test_list_servers_shows_one_row_per_broken_server_with_all_its_problems(tmp_path: Path) -> None:
