@@ -64,10 +64,9 @@ def test_a_lock_held_too_long_is_a_clear_error_and_nothing_is_written(
 
 
 def test_a_name_ending_in_a_newline_is_refused(emceepee_home: Path) -> None:
-    for name in ("abc\n", "abc\r\n", "\nabc"):
-        done = run_cli("servers", "add", name, "--", "cmd")
-        assert done.returncode == 2, (name, done.stderr)
-        assert "bad name" in done.stderr and "Traceback" not in done.stderr
+    done = run_cli("servers", "add", "abc\n", "--", "cmd")
+    assert done.returncode == 2, done.stderr
+    assert "server 'abc\\n': bad name" in done.stderr and "Traceback" not in done.stderr
     assert not (emceepee_home / "config.toml").exists()
     emceepee_home.mkdir()
     hand_written = emceepee_home / "config.toml"
