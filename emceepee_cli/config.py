@@ -3,8 +3,12 @@
 Loading raises only for a file that is not TOML (or cannot be read): a bad server becomes a
 `ConfigProblem` and is left out, a bad default falls back to its built-in value, so one typo
 cannot take every backend down. `Config.servers` keeps `${VAR}` unexpanded (secrets are neither
-shown nor re-saved); `ServerSpec.expanded()` fills them in for spawning. Saving rewrites the file
-atomically (temp file, fsync, replace); comments in a hand-edited file are lost.
+shown nor re-saved); `ServerSpec.expanded()` fills them in for spawning, and registers each value
+it fills in with `redact`, so that value is shown as its `${VAR}` again wherever it is quoted.
+Every read-modify-write of the file holds an exclusive lock on a sibling `config.toml.lock`, so
+two writers (two `emceepee servers add`, or the CLI and a serve's `add_server`) never lose each
+other's servers; saving rewrites the file atomically (temp file, fsync, replace); comments in a
+hand-edited file are lost.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any, Literal, cast
 
 import tomli_w
 
-from emceepee_cli import paths
+from emceepee_cli import locking, paths, redact
 from emceepee_cli.errors import ConfigError, NotFound, UsageError
 
 Policy = Literal["auto", "forward", "park"]
@@ -32,7 +36,8 @@ Protocol = Literal["legacy", "modern", "auto"]
 POLICIES: tuple[str, ...] = ("auto", "forward", "park")
 PROTOCOLS: tuple[str, ...] = ("legacy", "modern", "auto")
 TOP_LEVEL = ("defaults", "servers")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+# Always fullmatch: `$` in a match() would let "abc\n" through, and a name becomes a file name.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 # `$${` first, so an escaped brace is consumed before it can start a reference.
 _REF = re.compile(r"\$\$\{|\$\{(?P<name>[^}]*)(?P<close>\}?)")
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -102,7 +107,9 @@ class ConfigProblem:
     message: str
 
     def __str__(self) -> str:
-        where = [f"server '{self.server}'"] if self.server is not None else []
+        # A name with a newline or a control character is shown escaped, on one line.
+        shown = self.server if self.server is None or self.server.isprintable() else repr(self.server)[1:-1]
+        where = [f"server '{shown}'"] if shown is not None else []
         where += [f"field '{self.field}'"] if self.field is not None else []
         return ": ".join(["config.toml", *([", ".join(where)] if where else []), self.message])
 
@@ -145,26 +152,39 @@ def add_server(spec: ServerSpec, path: Path | None = None, *, replace: bool = Fa
     """Add (or with `replace`, overwrite) [servers.NAME], keeping the rest of the file."""
     path = paths.config_path(path)
     check_spec(spec)
-    doc = _read_toml(path)
-    servers = _servers_table(doc, path)
-    if spec.name in servers and not replace:
-        hint = f"Remove it first with: emceepee servers remove {spec.name}"
-        raise UsageError(f"Server '{spec.name}' already exists in {path}.", hint=hint)
-    servers[spec.name] = spec.to_toml()
-    _write_toml(path, doc)
+    with locking.locked(path):
+        doc = _read_toml(path)
+        servers = _servers_table(doc, path)
+        if spec.name in servers and not replace:
+            hint = f"Remove it first with: emceepee servers remove {spec.name}"
+            raise UsageError(f"Server '{spec.name}' already exists in {path}.", hint=hint)
+        servers[spec.name] = spec.to_toml()
+        _write_toml(path, doc)
     return path
 
 
 def remove_server(name: str, path: Path | None = None) -> Path:
     """Delete [servers.NAME], keeping the rest of the file."""
     path = paths.config_path(path)
-    doc = _read_toml(path)
-    servers = _servers_table(doc, path)
-    if name not in servers:
+    if not discard_server(name, path):
+        servers = _servers_table(_read_toml(path), path)
         raise _unknown_server(name, servers, "See them with: emceepee servers list")
-    del servers[name]
-    _write_toml(path, doc)
     return path
+
+
+def discard_server(name: str, path: Path | None = None) -> bool:
+    """Delete [servers.NAME] if the file has it; whether it did."""
+    path = paths.config_path(path)
+    if not path.exists():
+        return False  # nothing to remove, and no folder or lock file to create
+    with locking.locked(path):
+        doc = _read_toml(path)
+        servers = _servers_table(doc, path)
+        if name not in servers:
+            return False
+        del servers[name]
+        _write_toml(path, doc)
+    return True
 
 
 def parse_env_pairs(pairs: list[str]) -> dict[str, str]:
@@ -332,7 +352,7 @@ def _check_shape(table: Mapping[str, object], r: _Reader) -> None:
 
 
 def _name_problems(name: str) -> list[str]:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         return ["bad name: use 1-64 letters, digits, '_' or '-', starting with a letter or digit"]
     return ["bad name: '__' is reserved (it joins server and tool names)"] if "__" in name else []
 
@@ -398,6 +418,7 @@ def _expand(field_name: str, value: str, environ: Mapping[str, str] | None) -> s
             return match.group(0)
         if name not in environ:
             raise _RefError(field_name, f"${{{name}}} is not set", _UNSET_HINT)
+        redact.register(name, environ[name])
         return environ[name]
 
     return _REF.sub(one, value)

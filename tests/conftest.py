@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from emceepee_cli import redact
 
 
 @pytest.fixture(autouse=True)
@@ -14,3 +17,10 @@ def emceepee_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("EMCEEPEE_CONFIG", raising=False)
     monkeypatch.delenv("EMCEEPEE_DB", raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def forget_secrets() -> Iterator[None]:
+    """Values expanded in one test are not redacted from the next one's replies."""
+    yield
+    redact.forget()

@@ -275,7 +275,9 @@ def test_a_written_config_is_0600_in_a_new_0700_folder_with_no_temp_file_left(em
 
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(emceepee_home.stat().st_mode) == 0o700
-    assert sorted(p.name for p in emceepee_home.iterdir()) == ["config.toml"]
+    # The lock file stays: deleting it would let a waiter and a newcomer lock two different files.
+    assert sorted(p.name for p in emceepee_home.iterdir()) == ["config.toml", "config.toml.lock"]
+    assert stat.S_IMODE((emceepee_home / "config.toml.lock").stat().st_mode) == 0o600
 
 
 def test_rewriting_a_world_readable_file_makes_it_0600() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -22,14 +21,15 @@ import mcp_types as types
 from mcp.server.session import ServerSession
 
 from emceepee_cli import config as config_mod
-from emceepee_cli.config import Config, ServerSpec
-from emceepee_cli.core import sagas, schema
+from emceepee_cli.config import Config, ConfigProblem, ServerSpec
+from emceepee_cli.core import patterns, sagas, schema
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_reply
 from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
+from emceepee_cli.redact import redact, redact_data
 from emceepee_cli.store.instances import heartbeat_s
 from emceepee_cli.store.journal import AsyncJournal, now_iso
 from emceepee_cli.store.records import TaskStatus
@@ -185,13 +185,13 @@ class Hub:
     # ---- BackendSink ------------------------------------------------------------------------
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
-        self.notifications.append({"time": now_iso(), "server": server, "method": method, "params": params})
+        entry = {"time": now_iso(), "server": server, "method": method, "params": params}
+        self.notifications.append(redact_data(entry))
         self.events.emit("notification", server, {"method": method, "params": params})
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
-        self.logs.append(
-            {"time": now_iso(), "server": server, "level": level, "source": source, "message": message}
-        )
+        entry = {"time": now_iso(), "server": server, "level": level, "source": source, "message": message}
+        self.logs.append(redact_data(entry))
 
     async def question(self, backend: Backend, kind: str, params: Any) -> Any:
         """A handshake-era backend asks mid-call: park (and maybe forward) it, return the answer."""
@@ -207,8 +207,12 @@ class Hub:
         return backend_reply(await self.questions.wait(question), kind)
 
     def status_changed(self, backend: Backend, previous: Status) -> None:
+        if backend.last_error:  # e.g. a missing `cwd`, quoted as expanded: show its ${VAR} form
+            backend.last_error = redact(backend.last_error)
         detail = f": {backend.last_error}" if backend.last_error and backend.status != Status.READY else ""
         self.log(backend.name, "info", f"{previous} -> {backend.status}{detail}", "emceepee")
+        if detail:  # the host's log of our stderr is often the only place a person looks
+            log.warning("backend %s: %s -> %s%s", backend.name, previous, backend.status, detail)
         kind = _SERVER_EVENTS.get((previous, backend.status)) or _SERVER_EVENTS.get((None, backend.status))
         if kind:
             data = {
@@ -225,7 +229,7 @@ class Hub:
             broken = [p for p in self.config.problems if p.server == name]
             if broken:
                 raise NotFound(
-                    f"Server '{name}' is in the config but could not load: {broken[0]}",
+                    f"Server '{name}' is in the config but could not load: {_config_error(broken)}",
                     hint="Fix the config.",
                 )
             known = ", ".join(sorted(self.backends)) or "none"
@@ -253,17 +257,20 @@ class Hub:
 
     def list_servers(self) -> dict[str, Any]:
         servers = [_server_row(b) for b in self.backends.values()]
+        broken: dict[str, list[ConfigProblem]] = {}
+        for problem in self.config.problems:
+            if problem.server and problem.server not in self.backends:
+                broken.setdefault(problem.server, []).append(problem)
         servers += [
             {
-                "name": p.server,
+                "name": name,
                 "status": Status.FAILED.value,
                 "transport": None,
                 "tools": 0,
                 "restarts": 0,
-                "last_error": f"config: {p}",
+                "last_error": _config_error(problems),
             }
-            for p in self.config.problems
-            if p.server and p.server not in self.backends
+            for name, problems in broken.items()
         ]
         out: dict[str, Any] = {"servers": servers}
         general = [str(p) for p in self.config.problems if not p.server]
@@ -277,8 +284,8 @@ class Hub:
                 f"Server '{spec.name}' already exists.",
                 hint=f"Remove it first with remove_server('{spec.name}').",
             )
-        if persist:
-            config_mod.add_server(spec, self.config.path)
+        if persist:  # in a thread: the file lock may be held by a CLI for a moment
+            await anyio.to_thread.run_sync(config_mod.add_server, spec, self.config.path)
         else:
             config_mod.check_spec(spec)
         backend = self._start(spec)
@@ -292,34 +299,35 @@ class Hub:
         backend.stop()
         await backend.wait_for(lambda s: s in (Status.STOPPED, Status.FAILED, Status.DISABLED), STOP_WAIT_S)
         del self.backends[name]
-        removed_from_config = name in config_mod.load_config(self.config.path).servers
-        if removed_from_config:
-            config_mod.remove_server(name, self.config.path)
+        removed_from_config = await anyio.to_thread.run_sync(
+            config_mod.discard_server, name, self.config.path
+        )
         return {"removed": name, "status": backend.status.value, "removed_from_config": removed_from_config}
 
     # ---- tools -------------------------------------------------------------------------------
 
     async def list_tools(self, server: str | None, pattern: str | None) -> dict[str, Any]:
-        try:
-            matcher = re.compile(pattern, re.IGNORECASE) if pattern else None
-        except re.error as exc:
-            raise UsageError(
-                f"pattern is not a valid regular expression: {exc}",
-                hint="Escape special characters, e.g. '\\.'.",
-            ) from exc
+        if pattern:
+            patterns.compile_pattern(pattern)  # a bad pattern is refused before any wait for backends
         groups = []
         for backend in await self._selected(server):
             group: dict[str, Any] = {"server": backend.name, "status": backend.status.value}
             if backend.status != Status.READY:
                 group["error"] = backend.last_error or f"backend is {backend.status}"
-                groups.append(group)
-                continue
-            group["tools"] = [
-                {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
-                for t in backend.offer.tools.values()
-                if matcher is None or matcher.search(t.name) or matcher.search(t.description or "")
-            ]
+            else:
+                group["tools"] = [
+                    {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
+                    for t in backend.offer.tools.values()
+                ]
             groups.append(group)
+        if pattern:  # in a thread, bounded: a pattern that backtracks must not stall the event loop
+            listed = [tool for group in groups for tool in group.get("tools", ())]
+            texts = [(tool["name"], tool["description"]) for tool in listed]
+            found = await anyio.to_thread.run_sync(patterns.matching, pattern, texts)
+            kept = {id(tool) for tool, hit in zip(listed, found, strict=True) if hit}
+            for group in groups:
+                if "tools" in group:
+                    group["tools"] = [tool for tool in group["tools"] if id(tool) in kept]
         return {"servers": groups}
 
     async def execute_tool(
@@ -442,6 +450,12 @@ async def _guard(fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], name:
         await fn(*args)
     except Exception:
         log.exception("background work '%s' failed; serve carries on", name)
+
+
+def _config_error(problems: list[ConfigProblem]) -> str:
+    """Every problem of one server's table, in one line."""
+    parts = [f"field '{p.field}': {p.message}" if p.field else p.message for p in problems]
+    return "config: " + "; ".join(parts)
 
 
 def _severity(level: str) -> int:

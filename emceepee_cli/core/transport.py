@@ -30,6 +30,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from emceepee_cli.errors import BackendError
+from emceepee_cli.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +178,7 @@ async def open_stdio(
 def _keep_stderr_line(
     raw: bytes, info: ProcessInfo, log_file: object | None, on_line: Callable[[str], None] | None
 ) -> None:
-    line = raw.decode("utf-8", errors="replace").rstrip("\r")
+    line = redact(raw.decode("utf-8", errors="replace").rstrip("\r"))  # a backend may print its env
     info.stderr_tail.append(line)
     if log_file is not None:
         log_file.write(line + "\n")  # type: ignore[attr-defined]

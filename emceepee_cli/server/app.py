@@ -2,7 +2,8 @@
 
 Lifecycle of `serve`: log to stderr from the first line (stdout is the protocol wire) → load
 the config (a broken file still starts, with zero backends and the error reported) → enter the
-lifespan, which starts every backend without waiting for any → answer the host → on stdin EOF,
+lifespan, which starts every backend without waiting for any → answer the host over the wire of
+`server/stdio.py` (every line it sends gets an answer, a bad one a JSON-RPC error) → on stdin EOF,
 SIGTERM or SIGINT, stop every backend (each stop is shielded and bounded) and exit. A signal
 exits through `os._exit`, because the stdin reader thread cannot be cancelled (SDK guide §7.2).
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
-from mcp import MCPError, stdio_server
+from mcp import MCPError
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
 
@@ -32,9 +33,11 @@ from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.hub import Hub
 from emceepee_cli.errors import ConfigError, EmceepeeError, JournalError, NotFound, UsageError
 from emceepee_cli.ids import new_id
+from emceepee_cli.redact import RedactingFormatter
 from emceepee_cli.server import diagrams
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call
+from emceepee_cli.server.stdio import host_streams
 from emceepee_cli.store.journal import AsyncJournal, Journal
 
 log = logging.getLogger("emceepee")
@@ -210,11 +213,9 @@ def load_or_report(path: Path) -> Config:
 
 
 def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = None) -> None:
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s emceepee %(levelname)s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s emceepee %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
     Journal(db_path).close()  # refuse a locked or newer journal now, before the host connects
     config = load_or_report(config_path)
@@ -230,7 +231,7 @@ async def _serve(config: Config, log_dir: Path, db_path: Path | None) -> None:
     async with anyio.create_task_group() as tg:
         if sys.platform != "win32":
             tg.start_soon(_exit_on_signal, tg.cancel_scope, closed)
-        async with stdio_server() as (read, write):
+        async with host_streams() as (read, write):
             options = server.create_initialization_options(NotificationOptions(tools_changed=False))
             await server.run(read, write, options)
         tg.cancel_scope.cancel()

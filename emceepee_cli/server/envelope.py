@@ -3,7 +3,8 @@
 Our own tools answer with one JSON object, carried twice: as `structuredContent` and as a text
 block (hosts differ in which they show the model). A backend's own result passes through
 untouched. Errors are `isError` results with the message and the next thing to do — never a
-JSON-RPC error and never a traceback.
+JSON-RPC error and never a traceback. Everything of ours is redacted on the way out: an expanded
+`${VAR}` value reads as `${VAR}`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import mcp_types as types
 
 from emceepee_cli.errors import EmceepeeError
+from emceepee_cli.redact import redact, redact_data
 
 
 @dataclass(frozen=True)
@@ -35,16 +37,19 @@ def as_json(payload: dict[str, Any]) -> str:
 
 def payload_result(payload: dict[str, Any], summary: str | None = None) -> types.CallToolResult:
     """Our own tool's answer: an optional human sentence, then the JSON."""
+    payload, summary = redact_data(payload), summary and redact(summary)
     content: list[types.ContentBlock] = [text(summary)] if summary else []
     content.append(text(as_json(payload)))
     return types.CallToolResult(content=content, structured_content=payload)
 
 
 def error_result(exc: EmceepeeError) -> types.CallToolResult:
-    error: dict[str, Any] = {"type": exc.__class__.__name__, "message": exc.message}
+    error: dict[str, Any] = {"type": exc.__class__.__name__, "message": redact(exc.message)}
     if exc.hint:
-        error["hint"] = exc.hint
-    return types.CallToolResult(content=[text(str(exc))], structured_content={"error": error}, is_error=True)
+        error["hint"] = redact(exc.hint)
+    return types.CallToolResult(
+        content=[text(redact(str(exc)))], structured_content={"error": error}, is_error=True
+    )
 
 
 def with_envelope(
@@ -57,9 +62,9 @@ def with_envelope(
     """
     extra: dict[str, Any] = {}
     if events:
-        extra["events_since_last_response"] = events
+        extra["events_since_last_response"] = redact_data(events)
     if pending:
-        extra["pending_client_action"] = pending
+        extra["pending_client_action"] = redact_data(pending)
     if not extra:
         return result
     blocks = [text(as_json({key: value})) for key, value in extra.items()]

@@ -25,6 +25,7 @@ import anyio.to_thread
 
 from emceepee_cli import paths
 from emceepee_cli.errors import JournalError
+from emceepee_cli.redact import redact, redact_data
 from emceepee_cli.store.db import close_quietly, connect, file_id, mapped, now_iso
 from emceepee_cli.store.instances import HEARTBEAT_S, ORPHANED, STALE_AFTER_S, Instances, owns_by_mistake
 from emceepee_cli.store.records import ElicitationStatus, TaskStatus
@@ -80,7 +81,7 @@ class Journal(Instances, Recovery):
             [
                 status.value,
                 json.dumps(result) if result is not None else None,
-                error,
+                redact(error) if error else error,
                 message,
                 at,
                 at,
@@ -185,7 +186,7 @@ class Journal(Instances, Recovery):
                 status,
                 json.dumps(answer) if answer is not None else None,
                 by,
-                error,
+                redact(error) if error else error,
                 now_iso(),
                 request_id,
                 ElicitationStatus.PENDING.value,
@@ -243,7 +244,7 @@ class Journal(Instances, Recovery):
 
     @mapped
     def add_event(self, event: dict[str, Any]) -> None:
-        self.db["events"].insert({**event, "data": json.dumps(event.get("data"))})
+        self.db["events"].insert({**event, "data": json.dumps(redact_data(event.get("data")))})
 
     @mapped
     def set_cursor(self, session_id: str, event_id: str) -> None:

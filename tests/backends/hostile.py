@@ -2,6 +2,7 @@
 
     python tests/backends/hostile.py [--handshake ok|garbage|hang] [--exit-at-start CODE]
                                      [--ignore-eof] [--ignore-sigterm] [--setsid-child PIDFILE]
+                                     [--say TEXT] [--say-env NAME] [--describe TEXT]
 
 Start-up and signal behaviour comes from the flags:
 
@@ -12,6 +13,9 @@ Start-up and signal behaviour comes from the flags:
     --ignore-sigterm      ignore SIGTERM
     --setsid-child FILE   spawn a grandchild that calls setsid() (escaping the process group),
                           ignores SIGTERM and sleeps; its pid is written to FILE
+    --say TEXT            write TEXT to stderr first thing (before --exit-at-start)
+    --say-env NAME        write NAME=<its value> to stderr first thing (a backend echoing a secret)
+    --describe TEXT       give every tool the description TEXT
 
 Once initialized, its tools misbehave on request:
 
@@ -53,6 +57,7 @@ TOOLS: dict[str, dict[str, Any]] = {
 }
 
 out_lock = threading.Lock()
+description: str | None = None  # --describe
 
 
 def send(message: dict[str, Any]) -> None:
@@ -146,6 +151,8 @@ def handle(message: dict[str, Any], handshake: str) -> None:
             {"name": name, "inputSchema": {"type": "object", "properties": props}}
             for name, props in TOOLS.items()
         ]
+        if description is not None:
+            tools = [{**tool, "description": description} for tool in tools]
         result(request_id, {"tools": tools})
     elif method == "tools/call":
         params = message.get("params") or {}
@@ -180,7 +187,17 @@ def main() -> None:
     parser.add_argument("--ignore-eof", action="store_true")
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--setsid-child")
+    parser.add_argument("--say")
+    parser.add_argument("--say-env")
+    parser.add_argument("--describe")
     opts = parser.parse_args()
+    global description
+    description = opts.describe
+    if opts.say is not None:
+        sys.stderr.write(f"hostile: {opts.say}\n")
+    if opts.say_env is not None:
+        sys.stderr.write(f"hostile: {opts.say_env}={os.environ.get(opts.say_env)}\n")
+    sys.stderr.flush()
     if opts.exit_at_start is not None:
         sys.stderr.write(f"hostile: exiting at start with code {opts.exit_at_start}\n")
         sys.stderr.flush()

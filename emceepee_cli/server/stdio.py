@@ -1,0 +1,305 @@
+"""The stdio wire to the host: JSON-RPC lines in, JSON-RPC lines out, and an answer for every bad line.
+
+We read stdin ourselves rather than through the SDK's `stdio_server`, which hands a line it
+cannot parse to the session as an exception that is only logged at debug level: a host that
+sent a malformed request would wait for its answer for ever. Here, per JSON-RPC 2.0:
+
+- a line that is not JSON (or not UTF-8, or nested past the parser's limit, or longer than
+  `MAX_LINE_BYTES`) gets `-32700 Parse error` with id null;
+- JSON that is not a valid message gets `-32600 Invalid Request`, with its id when it has a
+  valid one (a string or an integer; MCP forbids null), else null. A malformed *response*
+  (no method, but a result or an error) is logged and dropped: answering an answer invites a loop;
+- an array is a JSON-RPC batch. Only MCP 2025-03-26 has batches; a host that negotiated that
+  version gets one array holding the replies to the batch's requests (and the errors for its
+  invalid entries), once all are done. Under any other version an array is one `-32600`.
+
+Blank lines are ignored. Nothing the host sends ends the process: only stdin's EOF does.
+
+Lifecycle: `host_streams()` takes private copies of fd 0 and 1 for the wire and points fd 0 at
+the null device and fd 1 at stderr (as `stdio_server` does), so a stray print cannot corrupt the
+protocol; then a reader and a writer task run beside the server until stdin's EOF closes the
+read stream. Reads happen in a worker thread, which cannot be interrupted; `app` exits through
+`os._exit` on a signal for that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+import pydantic
+import pydantic_core
+from mcp.shared.message import SessionMessage
+
+log = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one message; the host's sampling answers can carry images
+READ_CHUNK_BYTES = 1024 * 1024
+BATCH_VERSION = "2025-03-26"  # the one MCP version whose JSON-RPC layer has batches
+
+ReadStream = anyio.abc.ObjectReceiveStream[SessionMessage | Exception]
+WriteStream = anyio.abc.ObjectSendStream[SessionMessage]
+RequestId = int | str
+
+
+@dataclass
+class _Batch:
+    """The replies to one batch, held until every request in it has been answered."""
+
+    waiting: set[RequestId] = field(default_factory=set[RequestId])
+    replies: list[str] = field(default_factory=list[str])
+
+
+@asynccontextmanager
+async def host_streams() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+    """The server's streams over this process's stdin and stdout."""
+    wire_in, wire_out = _claim_std_fds()
+    wire = HostWire(wire_out)
+    to_server, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_pump_in, wire_in, wire, to_server)
+        tg.start_soon(_pump_out, from_server, wire)
+        try:
+            yield read_stream, write_stream
+        finally:
+            tg.cancel_scope.cancel()
+
+
+class HostWire:
+    """What one connection's lines mean: routing in, replies out, batches, the negotiated version."""
+
+    def __init__(self, out_fd: int) -> None:
+        self.out_fd = out_fd
+        self.protocol: str | None = None  # from our answer to `initialize`
+        self.broken = False
+        self._lock = anyio.Lock()
+        self._initialize: set[RequestId] = set()
+        self._batches: dict[RequestId, _Batch] = {}
+
+    # ---- in -------------------------------------------------------------------------------
+
+    async def line(
+        self, raw: bytes, to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
+    ) -> None:
+        """Route one line from the host: to the server, or back to the host as an error."""
+        if not raw.strip():
+            return
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(raw, by_name=False)
+        except pydantic.ValidationError:
+            await self._rejected(raw, to_server)
+            return
+        if isinstance(message, types.JSONRPCNotification) and _has_id(raw):
+            # `"id": null` or `true` parses as a notification; it was meant as a request.
+            await self.send_error(
+                None, types.INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer"
+            )
+            return
+        self._note(message)
+        await to_server.send(SessionMessage(message))
+
+    async def overlong(self) -> None:
+        message = f"Parse error: a line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB was dropped"
+        await self.send_error(None, types.PARSE_ERROR, message)
+
+    async def _rejected(
+        self, raw: bytes, to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
+    ) -> None:
+        try:
+            doc = pydantic_core.from_json(raw)
+        except ValueError as exc:
+            await self.send_error(None, types.PARSE_ERROR, f"Parse error: {exc}")
+            return
+        if isinstance(doc, list):
+            await self._batch(doc, to_server)
+            return
+        error = _invalid(doc)
+        if error is not None:
+            await self._write(_dump(error))
+
+    async def _batch(
+        self, items: list[Any], to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
+    ) -> None:
+        if not items or self.protocol != BATCH_VERSION:
+            why = "an empty batch" if not items else _no_batches(self.protocol)
+            await self.send_error(None, types.INVALID_REQUEST, f"Invalid Request: {why}")
+            return
+        batch, messages = _Batch(), []
+        for item in items:
+            try:
+                message = types.jsonrpc_message_adapter.validate_python(item, by_name=False)
+            except pydantic.ValidationError:
+                message = None
+            if message is None or (isinstance(message, types.JSONRPCNotification) and "id" in item):
+                error = _invalid(item) if message is None else _error(None, "Invalid Request: bad 'id'")
+                if error is not None:
+                    batch.replies.append(_dump(error))
+                continue
+            if isinstance(message, types.JSONRPCRequest):
+                batch.waiting.add(message.id)
+                self._batches[message.id] = batch
+            self._note(message)
+            messages.append(message)
+        if not batch.waiting and batch.replies:
+            await self._write("[" + ",".join(batch.replies) + "]")
+        for message in messages:
+            await to_server.send(SessionMessage(message))
+
+    def _note(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCRequest) and message.method == "initialize":
+            self._initialize.add(message.id)
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            # A cancelled request may never be answered; its batch must not wait for it.
+            cancelled = (message.params or {}).get("requestId")
+            if isinstance(cancelled, int | str) and cancelled in self._batches:
+                self._batches.pop(cancelled).waiting.discard(cancelled)
+
+    # ---- out ------------------------------------------------------------------------------
+
+    async def outgoing(self, message: types.JSONRPCMessage) -> None:
+        """Write one message from the server; a reply to a batched request joins its batch."""
+        request_id = getattr(message, "id", None)
+        if request_id in self._initialize:
+            self._initialize.discard(request_id)
+            if isinstance(message, types.JSONRPCResponse):
+                version = message.result.get("protocolVersion")
+                self.protocol = version if isinstance(version, str) else None
+        batch = self._batches.pop(request_id, None) if request_id is not None else None
+        if batch is None:
+            await self._write(_dump(message))
+            return
+        batch.replies.append(_dump(message))
+        batch.waiting.discard(request_id)
+        if not batch.waiting:
+            await self._write("[" + ",".join(batch.replies) + "]")
+
+    async def send_error(self, request_id: RequestId | None, code: int, message: str) -> None:
+        await self._write(_dump(_error(request_id, message, code)))
+
+    async def _write(self, line: str) -> None:
+        async with self._lock:
+            if self.broken:
+                return
+            try:
+                await anyio.to_thread.run_sync(_write_all, self.out_fd, (line + "\n").encode())
+            except OSError as exc:  # the host closed its end; stdin's EOF follows and ends serve
+                self.broken = True
+                log.warning("cannot write to the host (%s); dropping replies until stdin closes", exc)
+
+
+async def _pump_in(
+    fd: int, wire: HostWire, to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
+) -> None:
+    """Read stdin in bounded chunks, cut it into lines, hand each to the wire; close at EOF."""
+    async with to_server:
+        buffer = bytearray()
+        skipping = False  # inside a line that grew past MAX_LINE_BYTES, until its newline
+        while chunk := await _read(fd):
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
+                if not skipping:
+                    buffer += chunk[start:end]
+                    await wire.line(bytes(buffer), to_server)
+                buffer.clear()
+                skipping, start = False, end + 1
+            if not skipping:
+                buffer += chunk[start:]
+                if len(buffer) > MAX_LINE_BYTES:
+                    buffer.clear()
+                    skipping = True
+                    await wire.overlong()
+        if buffer and not skipping:
+            await wire.line(bytes(buffer), to_server)
+
+
+async def _pump_out(from_server: anyio.abc.ObjectReceiveStream[SessionMessage], wire: HostWire) -> None:
+    async with from_server:
+        async for session_message in from_server:
+            await wire.outgoing(session_message.message)
+
+
+async def _read(fd: int) -> bytes:
+    try:
+        return await anyio.to_thread.run_sync(os.read, fd, READ_CHUNK_BYTES, abandon_on_cancel=True)
+    except OSError as exc:
+        log.warning("cannot read from the host (%s); treating it as end of input", exc)
+        return b""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _claim_std_fds() -> tuple[int, int]:
+    """Private copies of stdin and stdout for the wire; fd 0 then reads nothing and fd 1 is stderr."""
+    sys.stdout.flush()
+    if sys.platform == "win32":  # no fd juggling there: serve the standard handles in place
+        return 0, 1
+    wire_in, wire_out = os.dup(0), os.dup(1)  # os.dup's copies are not inherited by children
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return wire_in, wire_out
+
+
+def _has_id(raw: bytes) -> bool:
+    try:
+        doc = pydantic_core.from_json(raw)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and "id" in doc
+
+
+def _valid_id(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _invalid(doc: object) -> types.JSONRPCError | None:
+    """The error for JSON that is not a valid message; None for a malformed response (dropped)."""
+    if not isinstance(doc, dict):
+        return _error(None, "Invalid Request: a message must be a JSON object")
+    if "method" not in doc and ("result" in doc or "error" in doc):
+        log.warning("dropped a malformed response from the host (id %s)", json.dumps(doc.get("id"))[:100])
+        return None
+    request_id = doc.get("id")
+    return _error(request_id if _valid_id(request_id) else None, f"Invalid Request: {_why(doc)}")
+
+
+def _why(doc: dict[str, Any]) -> str:
+    if doc.get("jsonrpc") != "2.0":
+        return "'jsonrpc' must be \"2.0\""
+    if not isinstance(doc.get("method"), str):
+        return "'method' must be a string"
+    if "id" in doc and not _valid_id(doc["id"]):
+        return "'id' must be a string or an integer"
+    if "params" in doc and not isinstance(doc["params"], dict):
+        return "'params' must be an object"
+    return "not a valid JSON-RPC 2.0 message"
+
+
+def _no_batches(protocol: str | None) -> str:
+    spoken = f"protocol version {protocol}" if protocol else "this connection before initialize"
+    return f"JSON-RPC batches are not part of MCP {spoken}; send one message per line"
+
+
+def _error(
+    request_id: RequestId | None, message: str, code: int = types.INVALID_REQUEST
+) -> types.JSONRPCError:
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
+
+
+def _dump(message: types.JSONRPCMessage) -> str:
+    return message.model_dump_json(by_alias=True, exclude_unset=True)
