@@ -104,6 +104,7 @@ class Call:
     result: types.CallToolResult | None = None
     error: EmceepeeError | None = None
     stop_as: TaskStatus | None = None  # why we cancelled it: cancelled, expired or interrupted
+    unjournaled: EmceepeeError | None = None  # why its task row could not be written
     relay: Relay | None = None
     progress: dict[str, Any] | None = None
     progress_written: float = 0.0

@@ -24,7 +24,7 @@ from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec
 from emceepee_cli.core import patterns, sagas, schema
 from emceepee_cli.core.backend import Backend, Status
-from emceepee_cli.core.calls import Relay
+from emceepee_cli.core.calls import CallState, Relay
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_reply
 from emceepee_cli.core.tasks import Tasks
@@ -105,9 +105,9 @@ class Hub:
         try:
             await work()
         except EmceepeeError as exc:
-            self._journal_failed(exc)
+            self.journal_failed(exc)
 
-    def _journal_failed(self, exc: EmceepeeError) -> None:
+    def journal_failed(self, exc: EmceepeeError) -> None:
         """Log a journal failure; the same one again only every JOURNAL_ERROR_EVERY_S (a full disk
         fails every write, ten times a second from the watcher alone)."""
         now = time.monotonic()
@@ -155,7 +155,7 @@ class Hub:
     async def _reclaim(self) -> None:
         """Take back this process's calls and questions that another process settled, believing it
         had stopped (an older emceepee, or a CLI on another machine, going by a stale heartbeat)."""
-        calls = [c.call_id for c in self.tasks.calls.values() if not c.done.is_set()]
+        calls = [c.call_id for c in self.tasks.calls.values() if c.state == CallState.PROMOTED]
         asked = [q.request_id for q in self.questions.live.values() if not q.answered.is_set()]
         if not calls and not asked:
             return

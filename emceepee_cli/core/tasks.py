@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 PROGRESS_WRITE_S = 1.0  # journal a task's progress at most this often
 PROGRESS_EVENT_S = 5.0  # and announce it as an event at most this often
 CANCEL_WAIT_S = 5.0
+UNJOURNALED_KEPT = 100
 JOURNAL_WAIT_S = 10.0  # a journal write waits at most its busy timeout (5 s); this covers it
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class Tasks:
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
         self.calls: dict[str, Call] = {}
+        self.unjournaled: dict[str, Call] = {}  # ended calls whose end the journal could not take
 
     def __repr__(self) -> str:
         return f"<Tasks in_flight={len(self.calls)}>"
@@ -85,6 +87,7 @@ class Tasks:
             "proxy_task": await self.get_json(call.call_id),
             "pending_on_server": await self.pending_on_server(call.server),
             **self.saga(call.call_id),
+            **_journal_warning(call),
         }
 
     async def wait(self, call: Call, timeout_s: float, relay: Relay | None) -> None:
@@ -239,12 +242,20 @@ class Tasks:
             status, result = call.stop_as or TaskStatus.FAILED, None
             error = call.error.message if call.error else None
         journal = self.hub.journal
-        ended = await journal.finish_task(call.call_id, status, result=result, error=error)
-        if not ended and await journal.task(call.call_id) is None:
-            # Its promotion could not be journaled: write it now, ended, so the result is kept.
-            at = now_iso()
-            row = {**self._task_row(call), "status": status.value, "error": error, "finished_at": at}
-            await journal.insert_task({**row, "result": None if result is None else json.dumps(result)})
+        try:
+            ended = await journal.finish_task(call.call_id, status, result=result, error=error)
+            if not ended and await journal.task(call.call_id) is None:
+                # Its promotion could not be journaled: write it now, ended, so the result is kept.
+                await journal.insert_task(self._final_row(call))
+                ended = True
+        except EmceepeeError as exc:
+            # The journal cannot take it: keep the outcome in memory, so this process can still
+            # hand it over (a restart would lose it, and the model was told so at promotion).
+            call.unjournaled = exc
+            self.unjournaled[call.call_id] = call
+            while len(self.unjournaled) > UNJOURNALED_KEPT:
+                self.unjournaled.pop(next(iter(self.unjournaled)))
+            self.hub.journal_failed(exc)
             ended = True
         if ended:
             data = {"task_id": call.call_id, "tool": call.tool, "status": status.value}
@@ -278,12 +289,32 @@ class Tasks:
         if call.move(CallState.PROMOTED):
             with anyio.CancelScope(shield=True):
                 try:
-                    await self.hub.guarded(lambda: self.hub.journal.insert_task(self._task_row(call)))
+                    await self.hub.journal.insert_task(self._task_row(call))
+                except EmceepeeError as exc:  # the call runs on; this process keeps its task in memory
+                    call.unjournaled = exc
+                    self.hub.journal_failed(exc)
                 finally:
                     call.row_written.set()  # even if the write failed: nobody may wait on it forever
         elif call.state == CallState.PROMOTED:
             with anyio.move_on_after(JOURNAL_WAIT_S):
                 await call.row_written.wait()
+
+    def _final_row(self, call: Call) -> dict[str, Any]:
+        """The task row of a promoted call that has ended, as journaled (or kept in memory)."""
+        if call.result is not None:
+            status, error = TaskStatus.COMPLETED, None
+            result: str | None = call.result.model_dump_json(by_alias=True, exclude_none=True)
+        else:
+            status, result = call.stop_as or TaskStatus.FAILED, None
+            error = call.error.message if call.error else None
+        at = now_iso()
+        return {
+            **self._task_row(call),
+            "status": status.value,
+            "error": error,
+            "result": result,
+            "finished_at": at,
+        }
 
     def _task_row(self, call: Call) -> dict[str, Any]:
         """The task row of a promoted call, as journaled (and as shown if journaling failed)."""
@@ -320,7 +351,11 @@ class Tasks:
             return task_id.upper()
         return resolve_prefix(
             task_id,
-            [*await self.hub.journal.task_ids(), *(c.call_id for c in self.calls.values() if c.promoted)],
+            [
+                *await self.hub.journal.task_ids(),
+                *(c.call_id for c in self.calls.values() if c.promoted),
+                *self.unjournaled,
+            ],
             "task",
             "list_tasks(include_completed=true) shows the known tasks.",
         )
@@ -328,9 +363,10 @@ class Tasks:
     async def row(self, task_id: str) -> dict[str, Any]:
         resolved = await self.resolve(task_id)
         row = await self.hub.journal.task(resolved)
-        call = self.calls.get(resolved)
-        if row is None and call is not None and call.promoted:
+        if row is None and (call := self.calls.get(resolved)) is not None and call.promoted:
             return self._task_row(call)  # its row could not be journaled; this process still knows it
+        if row is None and (ended := self.unjournaled.get(resolved)) is not None:
+            return self._final_row(ended)
         if row is None:
             raise NotFound(
                 f"No task '{task_id}'.", hint="list_tasks(include_completed=true) shows the known tasks."
@@ -473,3 +509,12 @@ class Tasks:
                     {"task_id": call.call_id, "tool": call.tool, "status": "working"}
                 )
         return [{"server": server, "working_tasks": tasks} for server, tasks in by_server.items()]
+
+
+def _journal_warning(call: Call) -> dict[str, Any]:
+    """Tell the model when its task could not be journaled: a restart of emceepee would lose it."""
+    if call.unjournaled is None:
+        return {}
+    warning = {"type": type(call.unjournaled).__name__, "message": call.unjournaled.message}
+    hint = "The call goes on and this emceepee keeps its result, but a restart would lose it."
+    return {"journal_error": {**warning, "hint": f"{call.unjournaled.hint} {hint}".strip()}}

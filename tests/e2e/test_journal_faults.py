@@ -267,13 +267,23 @@ async def test_a_full_disk_is_reported_clearly_and_serve_keeps_answering_and_exi
             await start(run)
             for _ in range(100):  # every promoted call journals a task; soon one cannot be written
                 out = await run.host.tool("execute_tool", slow(30))
-                if "error" in out:
+                if "journal_error" in out:
                     break
             assert await run.host.tool("list_servers", {}) != {}  # still answering
+            # the task the journal could not take is still known to this serve, and so is a result
+            shown = await run.host.tool("get_task", {"task_id": out["proxy_task"]["task_id"]})
+            quick = await run.host.tool("execute_tool", slow(0.5))
+            kept = await run.host.send(
+                "tools/call",
+                {"name": "get_task_result", "arguments": {"task_id": quick["proxy_task"]["task_id"]}},
+            )
         code = await run.stop()
-    error = out["error"]
+    error = out["journal_error"]
     assert error["type"] == "JournalError" and "could not be written" in error["message"]
     assert str(Journal().path) in error["message"] and "free space" in error["hint"]
+    assert "a restart would lose it" in error["hint"]
+    assert shown["task"]["status"] == "working"
+    assert "journal_error" in quick and kept["content"][0]["text"] == "slept 0.5 s", kept
     assert code == 0, run.log
     assert "could not record that this emceepee stopped" in run.log
     assert "Traceback" not in run.log and "ExceptionGroup" not in run.log
