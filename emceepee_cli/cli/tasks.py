@@ -9,6 +9,7 @@ import typer
 
 from emceepee_cli.cli import render
 from emceepee_cli.cli.options import DbOpt, JsonOpt
+from emceepee_cli.core import leftovers
 from emceepee_cli.core.calls import outcome
 from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.ids import resolve_prefix
@@ -25,6 +26,7 @@ IdArg = Annotated[str, typer.Argument(help="A task id, or any unique prefix of o
 def open_journal(db: object) -> Journal:
     journal = Journal(db)  # type: ignore[arg-type]
     journal.interrupt_orphans()  # a task whose process died says so here too
+    leftovers.reap(journal)  # and a backend it left running is stopped
     return journal
 
 

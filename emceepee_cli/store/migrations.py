@@ -92,6 +92,15 @@ def m002_pending_and_rounds(db: sqlite_utils.Database) -> None:
     db["tasks"].add_column("round", int)
 
 
+@migrations()
+def m004_spawned(db: sqlite_utils.Database) -> None:
+    # What each serve spawned, so a later process can stop what a dead one left running.
+    db["spawned"].create(
+        {"instance_id": str, "server": str, "pid": int, "start_time": int, "spawned_at": str},
+        pk=("instance_id", "pid"),
+    )
+
+
 def check_not_newer(db: sqlite_utils.Database, path: str) -> None:
     known = {m.name for m in migrations.pending(sqlite_utils.Database(memory=True))}
     unknown = {m.name for m in migrations.applied(db)} - known
