@@ -21,7 +21,7 @@ from mcp.server.session import ServerSession
 
 from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ServerSpec
-from emceepee_cli.core import sagas, schema
+from emceepee_cli.core import leftovers, sagas, schema, transport
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.events import Events
@@ -34,7 +34,7 @@ from emceepee_cli.store.records import TaskStatus
 log = logging.getLogger(__name__)
 
 READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this long for it
-STOP_WAIT_S = 8.0  # transport shutdown is bounded at ~6 s; this covers it
+STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
 NOTIFICATIONS_KEPT = 1000
 LOGS_KEPT = 5000
 WATCH_INTERVAL_S = 0.1  # how soon a cancel or an answer written by the CLI is noticed
@@ -84,6 +84,7 @@ class Hub:
         for spec in self.config.servers.values():
             self._start(spec)
         self.task_group.start_soon(self._watch, name="journal watcher")
+        self.task_group.start_soon(leftovers.reap_async, self.journal, name="leftover reaper")
 
     def _persist(self, method: str, arg: Any) -> None:
         """A journal write nobody waits for (events, cursors); still in order, on the one thread."""
@@ -148,6 +149,16 @@ class Hub:
         self.logs.append(
             {"time": now_iso(), "server": server, "level": level, "source": source, "message": message}
         )
+
+    def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
+        """Journal the process, so a later emceepee can stop it should this one die without doing so."""
+        if process.start_time is not None:
+            args = (self.instance_id, backend.name, process.pid, process.start_time)
+            self._persist("add_spawned", args)
+
+    def ended(self, backend: Backend, process: transport.ProcessInfo) -> None:
+        if process.returncode is not None and not process.strays_left:
+            self._persist("forget_spawned", (self.instance_id, process.pid))
 
     async def question(self, backend: Backend, kind: str, params: Any) -> Any:
         """A handshake-era backend asks mid-call: park (and maybe forward) it, return the answer."""
