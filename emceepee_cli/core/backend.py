@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import anyio
+import anyio.abc
 import httpx2
 import mcp_types as types
 from mcp import ClientSession, MCPError
@@ -103,7 +104,8 @@ class Backend:
         self._start_failed = False  # the last attempt ended before ready: callers are told, not kept waiting
         self._handshaking: anyio.CancelScope | None = None
         self._garbled: str | None = None
-        self._refresh: Callable[[Callable[[], Awaitable[None]]], None] | None = None
+        self._refresh_tg: anyio.abc.TaskGroup | None = None
+        self._refreshing: dict[Refresher, bool] = {}  # running listing refreshes: is another one queued?
 
     def __repr__(self) -> str:
         pid = f" pid={self.pid}" if self.pid else ""
@@ -214,7 +216,7 @@ class Backend:
             )
             await self._start_session(session)
             async with anyio.create_task_group() as tg:
-                self._refresh = lambda fn: tg.start_soon(_logged, self, fn)
+                self._refresh_tg, self._refreshing = tg, {}
                 with anyio.fail_after(LIST_TIMEOUT_S):
                     self.offer = await list_offer(session)
                 self.session = session
@@ -333,12 +335,32 @@ class Backend:
         if isinstance(message, types.LoggingMessageNotification | types.ProgressNotification):
             return  # logs arrive through _on_log, progress through each call's callback
         refresh = _REFRESHERS.get(type(message))
-        if refresh is not None and self._refresh is not None and self.session is not None:
-            self._refresh(lambda s=self.session: refresh(self, s))
+        if refresh is not None:
+            self._schedule_refresh(refresh)
         params = (
             message.params.model_dump(by_alias=True, mode="json", exclude_none=True) if message.params else {}
         )
         self.sink.notification(self.name, message.method, params)
+
+    def _schedule_refresh(self, refresh: Refresher) -> None:
+        """Re-list after a list_changed; a flood of them costs one refresh running and one queued."""
+        if self._refresh_tg is None or self.session is None:
+            return  # not ready yet: the first listing is still to come
+        if refresh in self._refreshing:
+            self._refreshing[refresh] = True
+            return
+        self._refreshing[refresh] = False
+        self._refresh_tg.start_soon(self._refresh_while_asked, refresh, self.session)
+
+    async def _refresh_while_asked(self, refresh: Refresher, session: ClientSession) -> None:
+        try:
+            while True:
+                self._refreshing[refresh] = False
+                await _logged(self, lambda: refresh(self, session))
+                if not self._refreshing.get(refresh):
+                    return
+        finally:
+            self._refreshing.pop(refresh, None)
 
     # ---- requests -------------------------------------------------------------------------
 
@@ -444,7 +466,9 @@ async def _refresh_prompts(backend: Backend, session: ClientSession) -> None:
     backend.offer.prompts = {p.name: p for p in await _all_pages(session.list_prompts, "prompts")}
 
 
-_REFRESHERS: dict[type, Callable[[Backend, ClientSession], Awaitable[None]]] = {
+Refresher = Callable[[Backend, ClientSession], Awaitable[None]]
+
+_REFRESHERS: dict[type, Refresher] = {
     types.ToolListChangedNotification: _refresh_tools,
     types.ResourceListChangedNotification: _refresh_resources,
     types.PromptListChangedNotification: _refresh_prompts,

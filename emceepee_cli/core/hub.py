@@ -7,6 +7,7 @@ method, which returns a JSON-able payload (our own tools) or the backend's resul
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections import deque
@@ -35,8 +36,10 @@ log = logging.getLogger(__name__)
 
 READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this long for it
 STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
-NOTIFICATIONS_KEPT = 1000
-LOGS_KEPT = 5000
+NOTIFICATIONS_KEPT = 1000  # for get_notifications; the oldest fall off (counted)
+LOGS_KEPT = 5000  # for get_logs; likewise
+LOG_MESSAGE_CHARS = 4096  # one log entry; stderr lines are already cut at about this
+PARAMS_KEPT_BYTES = 16 * 1024  # a notification's params, in events and get_notifications
 WATCH_INTERVAL_S = 0.1  # how soon a cancel or an answer written by the CLI is noticed
 PURGE_EVERY_S = 3600.0
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -66,6 +69,8 @@ class Hub:
         self.backends: dict[str, Backend] = {}
         self.notifications: deque[dict[str, Any]] = deque(maxlen=NOTIFICATIONS_KEPT)
         self.logs: deque[dict[str, Any]] = deque(maxlen=LOGS_KEPT)
+        self.dropped = {"notifications": 0, "logs": 0}  # fell off the bounded buffers above
+        self._last_notification: dict[str, dict[str, Any]] = {}  # server -> its latest entry
         self.events = Events(instance_id, self._persist)
         self.tasks = Tasks(self)
         self.questions = Questions(self)
@@ -142,13 +147,31 @@ class Hub:
     # ---- BackendSink ------------------------------------------------------------------------
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
-        self.notifications.append({"time": now_iso(), "server": server, "method": method, "params": params})
-        self.events.emit("notification", server, {"method": method, "params": params})
+        """Kept for get_notifications and emitted as an event; a repeat is counted, not kept again."""
+        encoded = json.dumps(params, sort_keys=True, default=str)
+        if len(encoded) > PARAMS_KEPT_BYTES:
+            params = {"omitted": f"{len(encoded)} bytes of params, over the {PARAMS_KEPT_BYTES} kept"}
+        last = self._last_notification.get(server)
+        if last is not None and last["method"] == method and last["params"] == params:
+            last["count"] = last.get("count", 1) + 1
+            last["last_time"] = now_iso()
+        else:
+            entry = {"time": now_iso(), "server": server, "method": method, "params": params}
+            self._append(self.notifications, entry, "notifications")
+            self._last_notification[server] = entry
+        key = f"{server}\0{method}\0{encoded}"
+        self.events.emit("notification", server, {"method": method, "params": params}, coalesce=key)
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
-        self.logs.append(
-            {"time": now_iso(), "server": server, "level": level, "source": source, "message": message}
-        )
+        if len(message) > LOG_MESSAGE_CHARS:
+            message = message[:LOG_MESSAGE_CHARS] + f" … [cut: {len(message)} characters]"
+        entry = {"time": now_iso(), "server": server, "level": level, "source": source, "message": message}
+        self._append(self.logs, entry, "logs")
+
+    def _append(self, buffer: deque[dict[str, Any]], entry: dict[str, Any], name: str) -> None:
+        if len(buffer) == buffer.maxlen:
+            self.dropped[name] += 1
+        buffer.append(entry)
 
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
         """Journal the process, so a later emceepee can stop it should this one die without doing so."""
@@ -379,7 +402,7 @@ class Hub:
         if server:
             self.backend(server)
         rows = [n for n in self.notifications if server is None or n["server"] == server]
-        return {"notifications": rows[-limit:]}
+        return {"notifications": rows[-limit:], **self._dropped_note("notifications")}
 
     def get_logs(self, server: str | None, level: str | None, limit: int) -> dict[str, Any]:
         if server:
@@ -390,7 +413,11 @@ class Hub:
             for entry in self.logs
             if (server is None or entry["server"] == server) and _severity(entry["level"]) >= floor
         ]
-        return {"logs": rows[-limit:]}
+        return {"logs": rows[-limit:], **self._dropped_note("logs")}
+
+    def _dropped_note(self, name: str) -> dict[str, Any]:
+        """How many older entries (of every server) were dropped to bound memory; nothing if none."""
+        return {"dropped": self.dropped[name]} if self.dropped[name] else {}
 
 
 _SERVER_EVENTS: dict[tuple[Status | None, Status], str] = {

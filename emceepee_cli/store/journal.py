@@ -388,6 +388,10 @@ class Journal:
             {"session_id": session_id, "last_event_id": event_id, "updated_at": now_iso()}, pk="session_id"
         )
 
+    @_mapped
+    def update_event_data(self, event_id: str, data: dict[str, Any]) -> None:
+        self.db.execute("UPDATE events SET data = ? WHERE event_id = ?", [json.dumps(data), event_id])
+
     # ---- processes serve spawned (see core/leftovers.py) --------------------------------
 
     @_mapped
