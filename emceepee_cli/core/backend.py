@@ -19,13 +19,11 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import anyio
-import anyio.abc
 import httpx2
 import mcp_types as types
 from mcp import ClientSession, MCPError
@@ -35,7 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from emceepee_cli import __version__
 from emceepee_cli.config import ServerSpec
-from emceepee_cli.core import transport
+from emceepee_cli.core import listing, transport
 from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound
 
 log = logging.getLogger(__name__)
@@ -47,7 +45,6 @@ STABLE_AFTER_S = 60.0  # ready this long, and the next crash starts the backoff 
 DEATH_REPORT_WAIT_S = 1.0  # for a failed call, how long to wait for the exit code
 DEATH_TAIL_LINES = 10  # of stderr, in an error that reports a backend's exit
 DEATH_TAIL_CHARS = 2000
-MAX_PAGES = 1000
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=None)  # a call may wait minutes on a parked question
 
 T = TypeVar("T")
@@ -76,16 +73,6 @@ class BackendSink(Protocol):
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
 
 
-@dataclass
-class Offer:
-    """What a backend offered at its last listing."""
-
-    tools: dict[str, types.Tool] = field(default_factory=dict)
-    resources: list[types.Resource] = field(default_factory=list)
-    templates: list[types.ResourceTemplate] = field(default_factory=list)
-    prompts: dict[str, types.Prompt] = field(default_factory=dict)
-
-
 class Backend:
     def __init__(self, spec: ServerSpec, sink: BackendSink, log_dir: Path | None = None) -> None:
         self.spec = spec
@@ -94,7 +81,7 @@ class Backend:
         self.status = Status.STARTING if spec.enabled else Status.DISABLED
         self.last_error: str | None = None
         self.restarts = 0
-        self.offer = Offer()
+        self.offer = listing.Offer()
         self.session: ClientSession | None = None
         self.process: transport.ProcessInfo | None = None
         self._changed = anyio.Event()
@@ -104,8 +91,7 @@ class Backend:
         self._start_failed = False  # the last attempt ended before ready: callers are told, not kept waiting
         self._handshaking: anyio.CancelScope | None = None
         self._garbled: str | None = None
-        self._refresh_tg: anyio.abc.TaskGroup | None = None
-        self._refreshing: dict[Refresher, bool] = {}  # running listing refreshes: is another one queued?
+        self._refreshes: listing.Refreshes | None = None
 
     def __repr__(self) -> str:
         pid = f" pid={self.pid}" if self.pid else ""
@@ -216,9 +202,9 @@ class Backend:
             )
             await self._start_session(session)
             async with anyio.create_task_group() as tg:
-                self._refresh_tg, self._refreshing = tg, {}
+                self._refreshes = listing.Refreshes(tg, lambda refresh, s=session: self._refresh(refresh, s))
                 with anyio.fail_after(LIST_TIMEOUT_S):
-                    self.offer = await list_offer(session)
+                    self.offer = await listing.list_offer(session)
                 self.session = session
                 ready_at.append(anyio.current_time())
                 self._set_status(Status.READY)
@@ -334,33 +320,20 @@ class Backend:
             return
         if isinstance(message, types.LoggingMessageNotification | types.ProgressNotification):
             return  # logs arrive through _on_log, progress through each call's callback
-        refresh = _REFRESHERS.get(type(message))
-        if refresh is not None:
-            self._schedule_refresh(refresh)
+        refresh = listing.REFRESHERS.get(type(message))
+        if refresh is not None and self._refreshes is not None and self.session is not None:
+            self._refreshes.ask(refresh)  # a storm of list_changed costs one running and one queued
         params = (
             message.params.model_dump(by_alias=True, mode="json", exclude_none=True) if message.params else {}
         )
         self.sink.notification(self.name, message.method, params)
 
-    def _schedule_refresh(self, refresh: Refresher) -> None:
-        """Re-list after a list_changed; a flood of them costs one refresh running and one queued."""
-        if self._refresh_tg is None or self.session is None:
-            return  # not ready yet: the first listing is still to come
-        if refresh in self._refreshing:
-            self._refreshing[refresh] = True
-            return
-        self._refreshing[refresh] = False
-        self._refresh_tg.start_soon(self._refresh_while_asked, refresh, self.session)
-
-    async def _refresh_while_asked(self, refresh: Refresher, session: ClientSession) -> None:
+    async def _refresh(self, refresh: listing.Refresher, session: ClientSession) -> None:
         try:
-            while True:
-                self._refreshing[refresh] = False
-                await _logged(self, lambda: refresh(self, session))
-                if not self._refreshing.get(refresh):
-                    return
-        finally:
-            self._refreshing.pop(refresh, None)
+            with anyio.fail_after(LIST_TIMEOUT_S):
+                await refresh(self.offer, session)
+        except Exception as exc:  # noqa: BLE001 - a failed refresh keeps the old listing
+            self.sink.log(self.name, "warning", f"refreshing the listing failed: {describe(exc)}", "emceepee")
 
     # ---- requests -------------------------------------------------------------------------
 
@@ -383,7 +356,7 @@ class Backend:
         """The tool's listing; a name we have not seen triggers one fresh listing first."""
         tool = self.offer.tools.get(name)
         if tool is None and self.session is not None:
-            await self.request("tools/list", lambda s: _refresh_tools(self, s))
+            await self.request("tools/list", lambda s: listing.refresh_tools(self.offer, s))
             tool = self.offer.tools.get(name)
         if tool is None:
             raise NotFound(
@@ -414,75 +387,6 @@ class Backend:
             ) from exc
         except RuntimeError as exc:  # e.g. structured content that fails the tool's own output schema
             raise BackendError(f"Backend '{self.name}' sent an invalid result for {what}: {exc}") from exc
-
-
-async def list_offer(session: ClientSession) -> Offer:
-    caps = session.server_capabilities or types.ServerCapabilities()
-    offer = Offer()
-    if caps.tools is not None:
-        offer.tools = {t.name: t for t in await _all_pages(session.list_tools, "tools")}
-    if caps.resources is not None:
-        offer.resources = await _all_pages(session.list_resources, "resources")
-        offer.templates = await _all_pages(session.list_resource_templates, "resource_templates")
-    if caps.prompts is not None:
-        offer.prompts = {p.name: p for p in await _all_pages(session.list_prompts, "prompts")}
-    return offer
-
-
-async def _all_pages(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
-    """Every page of one listing; a listing the backend does not implement is empty."""
-    try:
-        return await _walk_pages(fetch, attr)
-    except MCPError as exc:
-        if exc.code == types.METHOD_NOT_FOUND:
-            return []
-        raise
-
-
-async def _walk_pages(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
-    items: list[Any] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(MAX_PAGES):
-        page = await fetch(params=types.PaginatedRequestParams(cursor=cursor))
-        items.extend(getattr(page, attr))
-        cursor = page.next_cursor
-        if not cursor or cursor in seen:  # a repeated cursor would loop forever
-            break
-        seen.add(cursor)
-    return items
-
-
-async def _refresh_tools(backend: Backend, session: ClientSession) -> None:
-    backend.offer.tools = {t.name: t for t in await _all_pages(session.list_tools, "tools")}
-
-
-async def _refresh_resources(backend: Backend, session: ClientSession) -> None:
-    backend.offer.resources = await _all_pages(session.list_resources, "resources")
-    backend.offer.templates = await _all_pages(session.list_resource_templates, "resource_templates")
-
-
-async def _refresh_prompts(backend: Backend, session: ClientSession) -> None:
-    backend.offer.prompts = {p.name: p for p in await _all_pages(session.list_prompts, "prompts")}
-
-
-Refresher = Callable[[Backend, ClientSession], Awaitable[None]]
-
-_REFRESHERS: dict[type, Refresher] = {
-    types.ToolListChangedNotification: _refresh_tools,
-    types.ResourceListChangedNotification: _refresh_resources,
-    types.PromptListChangedNotification: _refresh_prompts,
-}
-
-
-async def _logged(backend: Backend, fn: Callable[[], Awaitable[None]]) -> None:
-    try:
-        with anyio.fail_after(LIST_TIMEOUT_S):
-            await fn()
-    except Exception as exc:  # noqa: BLE001 - a failed refresh keeps the old listing
-        backend.sink.log(
-            backend.name, "warning", f"refreshing the listing failed: {describe(exc)}", "emceepee"
-        )
 
 
 async def first_of(*events: anyio.Event) -> None:

@@ -7,10 +7,8 @@ method, which returns a JSON-able payload (our own tools) or the backend's resul
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -26,23 +24,23 @@ from emceepee_cli.core import leftovers, sagas, schema, transport
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.events import Events
+from emceepee_cli.core.heard import (
+    LOG_LEVELS,  # noqa: F401 - meta_tools reads the levels here
+    Heard,
+    kept_params,
+)
 from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_reply
 from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
-from emceepee_cli.store.journal import HEARTBEAT_S, AsyncJournal, now_iso
+from emceepee_cli.store.journal import HEARTBEAT_S, AsyncJournal
 from emceepee_cli.store.records import TaskStatus
 
 log = logging.getLogger(__name__)
 
 READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this long for it
 STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
-NOTIFICATIONS_KEPT = 1000  # for get_notifications; the oldest fall off (counted)
-LOGS_KEPT = 5000  # for get_logs; likewise
-LOG_MESSAGE_CHARS = 4096  # one log entry; stderr lines are already cut at about this
-PARAMS_KEPT_BYTES = 16 * 1024  # a notification's params, in events and get_notifications
 WATCH_INTERVAL_S = 0.1  # how soon a cancel or an answer written by the CLI is noticed
 PURGE_EVERY_S = 3600.0
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
 def dump(model: Any) -> dict[str, Any]:
@@ -67,10 +65,7 @@ class Hub:
         self.instance_id = instance_id
         self.log_dir = log_dir
         self.backends: dict[str, Backend] = {}
-        self.notifications: deque[dict[str, Any]] = deque(maxlen=NOTIFICATIONS_KEPT)
-        self.logs: deque[dict[str, Any]] = deque(maxlen=LOGS_KEPT)
-        self.dropped = {"notifications": 0, "logs": 0}  # fell off the bounded buffers above
-        self._last_notification: dict[str, dict[str, Any]] = {}  # server -> its latest entry
+        self.heard = Heard()  # notifications and logs, for get_notifications and get_logs
         self.events = Events(instance_id, self._persist)
         self.tasks = Tasks(self)
         self.questions = Questions(self)
@@ -148,30 +143,13 @@ class Hub:
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
         """Kept for get_notifications and emitted as an event; a repeat is counted, not kept again."""
-        encoded = json.dumps(params, sort_keys=True, default=str)
-        if len(encoded) > PARAMS_KEPT_BYTES:
-            params = {"omitted": f"{len(encoded)} bytes of params, over the {PARAMS_KEPT_BYTES} kept"}
-        last = self._last_notification.get(server)
-        if last is not None and last["method"] == method and last["params"] == params:
-            last["count"] = last.get("count", 1) + 1
-            last["last_time"] = now_iso()
-        else:
-            entry = {"time": now_iso(), "server": server, "method": method, "params": params}
-            self._append(self.notifications, entry, "notifications")
-            self._last_notification[server] = entry
+        params, encoded = kept_params(params)
+        self.heard.notification(server, method, params)
         key = f"{server}\0{method}\0{encoded}"
         self.events.emit("notification", server, {"method": method, "params": params}, coalesce=key)
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
-        if len(message) > LOG_MESSAGE_CHARS:
-            message = message[:LOG_MESSAGE_CHARS] + f" … [cut: {len(message)} characters]"
-        entry = {"time": now_iso(), "server": server, "level": level, "source": source, "message": message}
-        self._append(self.logs, entry, "logs")
-
-    def _append(self, buffer: deque[dict[str, Any]], entry: dict[str, Any], name: str) -> None:
-        if len(buffer) == buffer.maxlen:
-            self.dropped[name] += 1
-        buffer.append(entry)
+        self.heard.log(server, level, message, source)
 
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
         """Journal the process, so a later emceepee can stop it should this one die without doing so."""
@@ -180,7 +158,7 @@ class Hub:
             self._persist("add_spawned", args)
 
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None:
-        if process.returncode is not None and not process.strays_left:
+        if process.returncode is not None:
             self._persist("forget_spawned", (self.instance_id, process.pid))
 
     async def question(self, backend: Backend, kind: str, params: Any) -> Any:
@@ -401,23 +379,12 @@ class Hub:
     def get_notifications(self, server: str | None, limit: int) -> dict[str, Any]:
         if server:
             self.backend(server)
-        rows = [n for n in self.notifications if server is None or n["server"] == server]
-        return {"notifications": rows[-limit:], **self._dropped_note("notifications")}
+        return self.heard.notifications_of(server, limit)
 
     def get_logs(self, server: str | None, level: str | None, limit: int) -> dict[str, Any]:
         if server:
             self.backend(server)
-        floor = LOG_LEVELS.index(level) if level else 0
-        rows = [
-            entry
-            for entry in self.logs
-            if (server is None or entry["server"] == server) and _severity(entry["level"]) >= floor
-        ]
-        return {"logs": rows[-limit:], **self._dropped_note("logs")}
-
-    def _dropped_note(self, name: str) -> dict[str, Any]:
-        """How many older entries (of every server) were dropped to bound memory; nothing if none."""
-        return {"dropped": self.dropped[name]} if self.dropped[name] else {}
+        return self.heard.logs_of(server, level, limit)
 
 
 _SERVER_EVENTS: dict[tuple[Status | None, Status], str] = {
@@ -426,10 +393,6 @@ _SERVER_EVENTS: dict[tuple[Status | None, Status], str] = {
     (Status.READY, Status.RESTARTING): "server_disconnected",
     (None, Status.FAILED): "server_failed",
 }
-
-
-def _severity(level: str) -> int:
-    return LOG_LEVELS.index(level) if level in LOG_LEVELS else 1  # stderr lines count as info
 
 
 def _server_row(backend: Backend) -> dict[str, Any]:

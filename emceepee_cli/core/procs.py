@@ -90,11 +90,13 @@ def identify(pid: int) -> Proc:
     return Proc(pid, found.start if found else None)
 
 
-def tree(pid: int) -> set[Proc]:
-    """Every descendant of `pid` and every member of the process group it leads (not `pid` itself).
+def tree(pid: int, descendants: bool = True) -> set[Proc]:
+    """Every member of the process group `pid` leads and, unless told not to, every descendant.
 
     Children that called setsid() are still descendants while their parent lives: take this
     snapshot before stopping the parent, because its orphans are re-parented when it goes.
+    Once `pid` has been reaped it may name another process, so ask only for the group then
+    (Linux does not reuse a pid while a process group still carries it).
     """
     if not HAVE_PROC:
         return set()
@@ -108,7 +110,7 @@ def tree(pid: int) -> set[Proc]:
             found[int(entry.name)] = info
             children.setdefault(info.ppid, []).append(int(entry.name))
     members = {p for p, info in found.items() if info.pgrp == pid}
-    todo, seen = list(children.get(pid, [])), set()
+    todo, seen = list(children.get(pid, []) if descendants else []), set()
     while todo:
         child = todo.pop()
         if child not in seen:
@@ -164,6 +166,8 @@ _SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)
 
 
 def _exists(pid: int) -> bool:
+    if sys.platform == "win32":
+        return False  # os.kill(pid, 0) would send CTRL_C_EVENT there
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -77,7 +77,6 @@ class ProcessInfo:
     stopped_with: str | None = None  # what emceepee did last before it exited, if anything
     exited: anyio.Event = field(default_factory=anyio.Event)  # reaped: `returncode` is known
     closed: anyio.Event = field(default_factory=anyio.Event)  # its stdout ended: the connection is over
-    strays_left: int = 0  # what it started that survived the stop
 
     def describe_exit(self) -> str:
         if self.returncode is None:
@@ -339,7 +338,7 @@ async def _stop(process: asyncio.subprocess.Process, protocol: _Protocol, info: 
     """Close stdin, then SIGTERM and SIGKILL; then what it started and left running. Every wait bounded."""
     me = procs.Proc(info.pid, info.start_time)
     ending_itself = info.closed.is_set()  # it closed its stdout first: an exit now is not our doing
-    strays = await _tree(me)  # now, while it lives: its orphans lose their link to it when it goes
+    strays = await _tree(me, info)  # now, while it lives: its orphans lose their link to it when it goes
     if process.stdin is not None:
         process.stdin.close()
     steps = (("stdin", STDIN_CLOSE_GRACE_S), ("SIGTERM", TERM_GRACE_S), ("SIGKILL", KILL_REAP_S))
@@ -347,7 +346,7 @@ async def _stop(process: asyncio.subprocess.Process, protocol: _Protocol, info: 
         if _has_exited(process):
             break
         if step != "stdin":
-            strays |= await _tree(me)
+            strays |= await _tree(me, info)
             _signal(process, me, strays, getattr(signal, step, _SIGKILL))
         if step != "stdin" or not ending_itself:
             info.stopped_with = step
@@ -358,18 +357,20 @@ async def _stop(process: asyncio.subprocess.Process, protocol: _Protocol, info: 
     if not info.exited.is_set():
         log.error("backend pid %s did not exit, even after SIGKILL", process.pid)
         return
+    strays |= await _tree(me, info)  # its group, now that it is gone
     left = [p for p in strays if p.running()]
     if left:
         survivors = await anyio.to_thread.run_sync(procs.terminate, left, STRAY_GRACE_S)
-        info.strays_left = len(survivors)
+        if survivors:
+            log.error("backend pid %s: %s outlived it, even after SIGKILL", process.pid, survivors)
     if not procs.HAVE_PROC and sys.platform != "win32":
         _killpg(process.pid, _SIGKILL)  # without /proc, the group is all we can reach
 
 
-async def _tree(me: procs.Proc) -> set[procs.Proc]:
-    if not procs.HAVE_PROC or not me.running():
-        return set()  # a reaped pid may already name another process: never scan by it
-    return await anyio.to_thread.run_sync(procs.tree, me.pid)
+async def _tree(me: procs.Proc, info: ProcessInfo) -> set[procs.Proc]:
+    if not procs.HAVE_PROC:
+        return set()
+    return await anyio.to_thread.run_sync(procs.tree, me.pid, not info.exited.is_set())
 
 
 def _has_exited(process: asyncio.subprocess.Process) -> bool:
