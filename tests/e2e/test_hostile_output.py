@@ -115,8 +115,7 @@ async def test_what_a_backend_floods_serve_with_is_bounded_and_its_connection_su
     changed = [e for events in replies for e in events if e["type"] == "notification" and e["server"] == "h"]
     assert sum(e["data"].get("count", 1) for e in changed) == 10000
     assert [n.get("count") for n in notes if n["method"] == "notifications/tools/list_changed"] == [10000]
-    print("listings after the flood:", listings)
-    assert listings < 100, listings
+    assert listings < 1000, listings  # about 6 here; each list_changed used to cost one (10001)
 
     # an answer over 64 MB fails its own call; the connection (and the process) lives on
     assert oversize.is_error and "over 64 MB" in texts(oversize)[0]
