@@ -10,6 +10,7 @@ import typer
 
 from emceepee_cli.cli import render
 from emceepee_cli.cli.options import DbOpt, JsonOpt
+from emceepee_cli.core import leftovers
 from emceepee_cli.core.calls import outcome
 from emceepee_cli.errors import JournalError, NotFound, UsageError
 from emceepee_cli.ids import resolve_prefix
@@ -27,6 +28,8 @@ def open_journal(db: object) -> Journal:
     journal = Journal(db)  # type: ignore[arg-type]
     with suppress(JournalError):  # best effort: a journal that cannot be written can still be read
         journal.interrupt_orphans()  # a task whose process died says so here too
+    with suppress(JournalError):
+        leftovers.reap(journal)  # and a backend it left running is stopped
     return journal
 
 

@@ -8,7 +8,10 @@ transport and the session itself, as anyio requires):
         └─► failed (command not found, handshake failed or timed out too often)
     any state ─► stopped (emceepee shuts down, or the server was removed)
 
-A call in flight when the backend dies fails at once with the exit status and stderr tail.
+`stop()` cancels whatever the backend is doing, a handshake included; the transport's own stop
+still runs, shielded and bounded. A call in flight when the backend dies fails at once with the
+exit status and stderr tail, and so does a call that waits for a backend whose start just failed
+(it is not made to wait out the restart backoff).
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -31,7 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from emceepee_cli import __version__
 from emceepee_cli.config import ServerSpec
-from emceepee_cli.core import transport
+from emceepee_cli.core import listing, transport
 from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,8 @@ LIST_TIMEOUT_S = 30.0
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # one entry per attempt; then the backend is failed
 STABLE_AFTER_S = 60.0  # ready this long, and the next crash starts the backoff afresh
 DEATH_REPORT_WAIT_S = 1.0  # for a failed call, how long to wait for the exit code
-MAX_PAGES = 1000
+DEATH_TAIL_LINES = 10  # of stderr, in an error that reports a backend's exit
+DEATH_TAIL_CHARS = 2000
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=None)  # a call may wait minutes on a parked question
 
 T = TypeVar("T")
@@ -66,16 +69,8 @@ class BackendSink(Protocol):
     def log(self, server: str, level: str, message: str, source: str) -> None: ...
     def status_changed(self, backend: Backend, previous: Status) -> None: ...
     async def question(self, backend: Backend, kind: str, params: Any) -> Any: ...
-
-
-@dataclass
-class Offer:
-    """What a backend offered at its last listing."""
-
-    tools: dict[str, types.Tool] = field(default_factory=dict)
-    resources: list[types.Resource] = field(default_factory=list)
-    templates: list[types.ResourceTemplate] = field(default_factory=list)
-    prompts: dict[str, types.Prompt] = field(default_factory=dict)
+    def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
+    def ended(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
 
 
 class Backend:
@@ -86,13 +81,17 @@ class Backend:
         self.status = Status.STARTING if spec.enabled else Status.DISABLED
         self.last_error: str | None = None
         self.restarts = 0
-        self.offer = Offer()
+        self.offer = listing.Offer()
         self.session: ClientSession | None = None
         self.process: transport.ProcessInfo | None = None
         self._changed = anyio.Event()
         self._stop = anyio.Event()
+        self._scope = anyio.CancelScope()  # stop() cancels it: nothing the backend does outlasts a stop
         self._lost = anyio.Event()
-        self._refresh: Callable[[Callable[[], Awaitable[None]]], None] | None = None
+        self._start_failed = False  # the last attempt ended before ready: callers are told, not kept waiting
+        self._handshaking: anyio.CancelScope | None = None
+        self._garbled: str | None = None
+        self._refreshes: listing.Refreshes | None = None
 
     def __repr__(self) -> str:
         pid = f" pid={self.pid}" if self.pid else ""
@@ -114,33 +113,46 @@ class Backend:
         """Keep the backend connected until `stop()`; restart it with backoff when it dies."""
         if not self.spec.enabled:
             return
+        with self._scope:
+            await self._supervise()
+        if self._stop.is_set():
+            self._set_status(Status.STOPPED)
+
+    async def _supervise(self) -> None:
+        """Connect, and reconnect with backoff; returns only once the backend has failed for good."""
         failures = 0
-        while not self._stop.is_set():
+        while True:
             ready_at: list[float] = []
             try:
                 await self._connect_and_serve(ready_at)
             except Exception as exc:  # noqa: BLE001 - every failure is reported, none escapes
-                self.last_error = describe(exc)
-                if self.process is not None and (self._lost.is_set() or _closed(exc)):  # it died by itself
-                    self.last_error += f"; the process ended ({self._death_report()})"
-                if isinstance(exc, EmceepeeError):
+                self.last_error = self._failure(exc, was_ready=bool(ready_at))
+                self._start_failed = not ready_at
+                if any(isinstance(e, EmceepeeError) for e in leaves(exc)):
                     failures = len(RESTART_BACKOFF_S)  # a missing command or bad cwd stays wrong
-            if self._stop.is_set():
-                break
             if ready_at and anyio.current_time() - ready_at[0] > STABLE_AFTER_S:
                 failures = 0
             if failures >= len(RESTART_BACKOFF_S):
                 self._set_status(Status.FAILED)
                 return
             self._set_status(Status.RESTARTING)
-            with anyio.move_on_after(RESTART_BACKOFF_S[failures]):
-                await self._stop.wait()
+            await anyio.sleep(RESTART_BACKOFF_S[failures])
             failures += 1
             self.restarts += 1
-        self._set_status(Status.STOPPED)
 
     def stop(self) -> None:
         self._stop.set()
+        self._scope.cancel()
+
+    def _failure(self, exc: Exception, was_ready: bool) -> str:
+        """last_error for a connection that ended with `exc`."""
+        info = self.process
+        if info is not None and info.returncode is not None and info.stopped_with is None:
+            return f"exited{'' if was_ready else ' during start-up'} ({self._death_report()})"
+        text = describe(exc)
+        if info is not None and (self._lost.is_set() or _closed(exc)):
+            text += f"; {self._death_report()}"
+        return text
 
     def _mark_lost(self) -> None:
         """The connection is gone: new calls wait for the restart instead of finding no session."""
@@ -157,13 +169,14 @@ class Backend:
                 await self._changed.wait()
 
     async def wait_ready(self, timeout_s: float) -> None:
-        """Wait (bounded) while the backend is starting or restarting."""
-        await self.wait_for(lambda status: status not in WAITING, timeout_s)
+        """Wait (bounded) while the backend is starting or restarting, unless its last start failed."""
+        await self.wait_for(lambda status: status not in WAITING or self._start_failed, timeout_s)
 
     def _set_status(self, status: Status) -> None:
         previous, self.status = self.status, status
         if status == Status.READY:
             self.last_error = None
+            self._start_failed = False
         if status != Status.READY:
             self.session = None
         self._changed.set()
@@ -187,12 +200,11 @@ class Backend:
                     client_info=types.Implementation(name="emceepee", version=__version__),
                 )
             )
-            with anyio.fail_after(INITIALIZE_TIMEOUT_S):
-                await self._handshake(session)
+            await self._start_session(session)
             async with anyio.create_task_group() as tg:
-                self._refresh = lambda fn: tg.start_soon(_logged, self, fn)
+                self._refreshes = listing.Refreshes(tg, lambda refresh, s=session: self._refresh(refresh, s))
                 with anyio.fail_after(LIST_TIMEOUT_S):
-                    self.offer = await list_offer(session)
+                    self.offer = await listing.list_offer(session)
                 self.session = session
                 ready_at.append(anyio.current_time())
                 self._set_status(Status.READY)
@@ -202,7 +214,31 @@ class Backend:
                 tg.cancel_scope.cancel()
             self.session = None
         if self._lost.is_set() and self.process is not None:  # reaped by now: the exit code is known
-            self.last_error = f"exited ({self._death_report()})"
+            self.last_error = self._ending()
+
+    def _ending(self) -> str:
+        """Why a ready connection ended, once the process is stopped."""
+        assert self.process is not None
+        if self.process.returncode is not None and self.process.stopped_with is None:
+            return f"exited ({self._death_report()})"
+        return f"closed the connection while running; emceepee stopped it ({self._death_report()})"
+
+    async def _start_session(self, session: ClientSession) -> None:
+        """The handshake, bounded; a line of garbage on stdout fails it at once, not at the timeout."""
+        self._garbled = None
+        with anyio.fail_after(INITIALIZE_TIMEOUT_S):
+            self._handshaking = anyio.CancelScope()
+            try:
+                with self._handshaking:
+                    await self._handshake(session)
+            finally:
+                self._handshaking = None
+        if self._garbled is not None:
+            raise BackendError(
+                f"wrote a line that is not JSON-RPC to stdout during start-up: {self._garbled}",
+                hint="Its stdout must carry only JSON-RPC (logs belong on stderr): check the server's "
+                "command and args; run it in a terminal to see what it prints.",
+            )
 
     @asynccontextmanager
     async def _open_transport(self) -> AsyncIterator[tuple[Any, Any]]:
@@ -223,13 +259,19 @@ class Backend:
                 cwd=spec.cwd,
                 stderr_log=self.log_path,
                 on_stderr=self._on_stderr,
+                on_problem=self._on_problem,
             )
-            async with opened as (read, write, process):
-                self.process = process
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(_set_when, process.exited, self._lost)
-                    yield read, write
-                    tg.cancel_scope.cancel()
+            try:
+                async with opened as (read, write, process):
+                    self.process = process
+                    self.sink.spawned(self, process)
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(_set_when, process.closed, self._lost)
+                        yield read, write
+                        tg.cancel_scope.cancel()
+            finally:
+                if self.process is not None:
+                    self.sink.ended(self, self.process)
         except FileNotFoundError as exc:
             raise BackendError(
                 f"Cannot start '{spec.command}': {exc.strerror}", hint="Check the server's `command`."
@@ -245,13 +287,17 @@ class Backend:
 
     def _death_report(self) -> str:
         assert self.process is not None
-        tail = "\n".join(list(self.process.stderr_tail)[-10:])
+        tail = "\n".join(list(self.process.stderr_tail)[-DEATH_TAIL_LINES:])[-DEATH_TAIL_CHARS:]
         return self.process.describe_exit() + (f"; stderr tail:\n{tail}" if tail else "")
 
     # ---- what the backend tells us ------------------------------------------------------
 
     def _on_stderr(self, line: str) -> None:
         self.sink.log(self.name, "stderr", line, "stderr")
+
+    def _on_problem(self, text: str) -> None:
+        log.warning("backend %s: %s", self.name, text)
+        self.sink.log(self.name, "warning", text, "emceepee")
 
     async def _on_elicit(self, ctx: Any, params: types.ElicitRequestParams) -> Any:
         return await self.sink.question(self, "elicitation", params)
@@ -266,16 +312,28 @@ class Backend:
     async def _on_message(self, message: types.ServerNotification | Exception) -> None:
         if isinstance(message, Exception):
             self.sink.log(self.name, "error", str(message), "protocol")
+            if self._handshaking is not None:
+                self._garbled = str(message).removeprefix(
+                    "backend wrote a line to stdout that is not JSON-RPC: "
+                )
+                self._handshaking.cancel()
             return
         if isinstance(message, types.LoggingMessageNotification | types.ProgressNotification):
             return  # logs arrive through _on_log, progress through each call's callback
-        refresh = _REFRESHERS.get(type(message))
-        if refresh is not None and self._refresh is not None and self.session is not None:
-            self._refresh(lambda s=self.session: refresh(self, s))
+        refresh = listing.REFRESHERS.get(type(message))
+        if refresh is not None and self._refreshes is not None and self.session is not None:
+            self._refreshes.ask(refresh)  # a storm of list_changed costs one running and one queued
         params = (
             message.params.model_dump(by_alias=True, mode="json", exclude_none=True) if message.params else {}
         )
         self.sink.notification(self.name, message.method, params)
+
+    async def _refresh(self, refresh: listing.Refresher, session: ClientSession) -> None:
+        try:
+            with anyio.fail_after(LIST_TIMEOUT_S):
+                await refresh(self.offer, session)
+        except Exception as exc:  # noqa: BLE001 - a failed refresh keeps the old listing
+            self.sink.log(self.name, "warning", f"refreshing the listing failed: {describe(exc)}", "emceepee")
 
     # ---- requests -------------------------------------------------------------------------
 
@@ -284,7 +342,10 @@ class Backend:
             return self.session
         hint = {
             Status.STARTING: "It is still starting; try again in a moment.",
-            Status.RESTARTING: "It crashed and is being restarted; try again in a moment.",
+            Status.RESTARTING: "It fails at start-up and emceepee keeps retrying with backoff; fix what the "
+            f"error says (get_logs(server='{self.name}') has its stderr)."
+            if self._start_failed
+            else "It crashed and is being restarted; try again in a moment.",
             Status.DISABLED: "Enable it in the config (enabled = true) or re-add it with add_server.",
             Status.STOPPED: "It was stopped; add it again with add_server.",
         }.get(self.status, "See list_servers for its last error and get_logs for its stderr.")
@@ -295,7 +356,7 @@ class Backend:
         """The tool's listing; a name we have not seen triggers one fresh listing first."""
         tool = self.offer.tools.get(name)
         if tool is None and self.session is not None:
-            await self.request("tools/list", lambda s: _refresh_tools(self, s))
+            await self.request("tools/list", lambda s: listing.refresh_tools(self.offer, s))
             tool = self.offer.tools.get(name)
         if tool is None:
             raise NotFound(
@@ -335,76 +396,10 @@ class Backend:
             return BackendError(f"Lost the connection to backend '{self.name}' during {what}")
         with anyio.move_on_after(DEATH_REPORT_WAIT_S):
             await self.process.exited.wait()
+        ended = "exited" if self.process.returncode is not None else "closed the connection"
         return BackendError(
-            f"Backend '{self.name}' exited during {what} ({self._death_report()})",
+            f"Backend '{self.name}' {ended} during {what} ({self._death_report()})",
             hint="It is being restarted; retry the call once list_servers shows it ready.",
-        )
-
-
-async def list_offer(session: ClientSession) -> Offer:
-    caps = session.server_capabilities or types.ServerCapabilities()
-    offer = Offer()
-    if caps.tools is not None:
-        offer.tools = {t.name: t for t in await _all_pages(session.list_tools, "tools")}
-    if caps.resources is not None:
-        offer.resources = await _all_pages(session.list_resources, "resources")
-        offer.templates = await _all_pages(session.list_resource_templates, "resource_templates")
-    if caps.prompts is not None:
-        offer.prompts = {p.name: p for p in await _all_pages(session.list_prompts, "prompts")}
-    return offer
-
-
-async def _all_pages(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
-    """Every page of one listing; a listing the backend does not implement is empty."""
-    try:
-        return await _walk_pages(fetch, attr)
-    except MCPError as exc:
-        if exc.code == types.METHOD_NOT_FOUND:
-            return []
-        raise
-
-
-async def _walk_pages(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
-    items: list[Any] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(MAX_PAGES):
-        page = await fetch(params=types.PaginatedRequestParams(cursor=cursor))
-        items.extend(getattr(page, attr))
-        cursor = page.next_cursor
-        if not cursor or cursor in seen:  # a repeated cursor would loop forever
-            break
-        seen.add(cursor)
-    return items
-
-
-async def _refresh_tools(backend: Backend, session: ClientSession) -> None:
-    backend.offer.tools = {t.name: t for t in await _all_pages(session.list_tools, "tools")}
-
-
-async def _refresh_resources(backend: Backend, session: ClientSession) -> None:
-    backend.offer.resources = await _all_pages(session.list_resources, "resources")
-    backend.offer.templates = await _all_pages(session.list_resource_templates, "resource_templates")
-
-
-async def _refresh_prompts(backend: Backend, session: ClientSession) -> None:
-    backend.offer.prompts = {p.name: p for p in await _all_pages(session.list_prompts, "prompts")}
-
-
-_REFRESHERS: dict[type, Callable[[Backend, ClientSession], Awaitable[None]]] = {
-    types.ToolListChangedNotification: _refresh_tools,
-    types.ResourceListChangedNotification: _refresh_resources,
-    types.PromptListChangedNotification: _refresh_prompts,
-}
-
-
-async def _logged(backend: Backend, fn: Callable[[], Awaitable[None]]) -> None:
-    try:
-        with anyio.fail_after(LIST_TIMEOUT_S):
-            await fn()
-    except Exception as exc:  # noqa: BLE001 - a failed refresh keeps the old listing
-        backend.sink.log(
-            backend.name, "warning", f"refreshing the listing failed: {describe(exc)}", "emceepee"
         )
 
 

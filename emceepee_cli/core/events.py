@@ -5,11 +5,18 @@ connected or died, a backend's list changed or a resource was updated, a questio
 Logs are not events (they are on demand, through get_logs) and never wake anything.
 
 Delivery is exactly once per host session (one `serve` process is one host session): `take()`
-hands over everything not yet delivered, in order, and records the cursor in the journal.
+hands over what is not yet delivered, oldest first, and records the cursor in the journal.
+
+A backend cannot make this grow without bound. An event emitted with a `coalesce` key that
+matches one still undelivered is counted on it (`data.count`) instead of added. At most
+`EVENTS_KEPT` wait undelivered: past that the oldest are dropped (the journal still has them)
+and the next `take()` starts with an `events_dropped` event that says how many. One `take()`
+hands over at most `EVENTS_PER_REPLY`; the rest wait for the next reply.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -18,31 +25,57 @@ import anyio
 from emceepee_cli.ids import new_id
 from emceepee_cli.store.journal import now_iso
 
+EVENTS_KEPT = 1000
+EVENTS_PER_REPLY = 100
+
 
 class Events:
     def __init__(self, instance_id: str, persist: Callable[[str, Any], None]) -> None:
         self.instance_id = instance_id
         self._persist = persist  # schedules a journal call: (method name, argument)
-        self._undelivered: list[dict[str, Any]] = []
+        self._undelivered: deque[dict[str, Any]] = deque()
+        self._coalescing: dict[str, dict[str, Any]] = {}  # key -> the undelivered event repeats count on
+        self._keys: dict[str, str] = {}  # event_id -> its coalescing key
+        self._dropped = 0
         self._arrived = anyio.Event()
 
     def __repr__(self) -> str:
-        return f"<Events undelivered={len(self._undelivered)}>"
+        return f"<Events undelivered={len(self._undelivered)} dropped={self._dropped}>"
 
-    def emit(self, type_: str, server: str | None, data: dict[str, Any]) -> dict[str, Any]:
+    def emit(
+        self, type_: str, server: str | None, data: dict[str, Any], coalesce: str | None = None
+    ) -> dict[str, Any]:
+        same = self._coalescing.get(coalesce) if coalesce is not None else None
+        if same is not None:
+            same["data"]["count"] = same["data"].get("count", 1) + 1
+            self._wake()
+            return same
         event = {"event_id": new_id(), "type": type_, "server": server, "created_at": now_iso(), "data": data}
+        if len(self._undelivered) >= EVENTS_KEPT:
+            self._forget(self._undelivered.popleft())
+            self._dropped += 1
         self._undelivered.append(event)
+        if coalesce is not None:
+            self._coalescing[coalesce] = event
+            self._keys[event["event_id"]] = coalesce
         self._persist("add_event", {**event, "instance_id": self.instance_id})
-        self._arrived.set()
-        self._arrived = anyio.Event()
+        self._wake()
         return event
 
     def waiting(self) -> bool:
-        return bool(self._undelivered)
+        return bool(self._undelivered) or bool(self._dropped)
 
-    def take(self) -> list[dict[str, Any]]:
-        """Everything not yet delivered, oldest first; each event is handed out once."""
-        taken, self._undelivered = self._undelivered, []
+    def take(self, limit: int = EVENTS_PER_REPLY) -> list[dict[str, Any]]:
+        """Up to `limit` undelivered events, oldest first; each is handed out once."""
+        taken: list[dict[str, Any]] = []
+        if self._dropped:
+            taken.append(self._dropped_note())
+        while self._undelivered and len(taken) < limit:
+            event = self._undelivered.popleft()
+            self._forget(event)
+            if event["data"].get("count", 1) > 1:  # journaled with the count it had then
+                self._persist("update_event_data", (event["event_id"], event["data"]))
+            taken.append(event)
         if taken:
             self._persist("set_cursor", (self.instance_id, taken[-1]["event_id"]))
         return taken
@@ -50,6 +83,32 @@ class Events:
     async def wait(self, timeout_s: float) -> bool:
         """Wait (bounded) for an undelivered event; True if there is one."""
         with anyio.move_on_after(timeout_s):
-            while not self._undelivered:
+            while not self.waiting():
                 await self._arrived.wait()
-        return bool(self._undelivered)
+        return self.waiting()
+
+    def _wake(self) -> None:
+        self._arrived.set()
+        self._arrived = anyio.Event()
+
+    def _forget(self, event: dict[str, Any]) -> None:
+        key = self._keys.pop(event["event_id"], None)
+        if key is not None and self._coalescing.get(key) is event:
+            del self._coalescing[key]
+
+    def _dropped_note(self) -> dict[str, Any]:
+        count, self._dropped = self._dropped, 0
+        data = {
+            "count": count,
+            "reason": f"more than {EVENTS_KEPT} events waited undelivered; the oldest were dropped "
+            "(the journal keeps them)",
+        }
+        event = {
+            "event_id": new_id(),
+            "type": "events_dropped",
+            "server": None,
+            "created_at": now_iso(),
+            "data": data,
+        }
+        self._persist("add_event", {**event, "instance_id": self.instance_id})
+        return event

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -22,28 +21,30 @@ from mcp.server.session import ServerSession
 
 from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec
-from emceepee_cli.core import patterns, sagas, schema
+from emceepee_cli.core import leftovers, patterns, sagas, schema, transport
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import CallState, Relay
 from emceepee_cli.core.events import Events
+from emceepee_cli.core.heard import (
+    LOG_LEVELS,  # noqa: F401 - meta_tools reads the levels here
+    Heard,
+    kept_params,
+)
 from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_reply
 from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
 from emceepee_cli.redact import redact, redact_data
 from emceepee_cli.store.instances import heartbeat_s
-from emceepee_cli.store.journal import AsyncJournal, now_iso
+from emceepee_cli.store.journal import AsyncJournal
 from emceepee_cli.store.records import TaskStatus
 
 log = logging.getLogger(__name__)
 
 READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this long for it
-STOP_WAIT_S = 8.0  # transport shutdown is bounded at ~6 s; this covers it
-NOTIFICATIONS_KEPT = 1000
-LOGS_KEPT = 5000
+STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
 WATCH_INTERVAL_S = 0.1  # how soon a cancel or an answer written by the CLI is noticed
 PURGE_EVERY_S = 3600.0
 JOURNAL_ERROR_EVERY_S = 30.0
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
 def dump(model: Any) -> dict[str, Any]:
@@ -68,8 +69,7 @@ class Hub:
         self.instance_id = instance_id
         self.log_dir = log_dir
         self.backends: dict[str, Backend] = {}
-        self.notifications: deque[dict[str, Any]] = deque(maxlen=NOTIFICATIONS_KEPT)
-        self.logs: deque[dict[str, Any]] = deque(maxlen=LOGS_KEPT)
+        self.heard = Heard()  # notifications and logs, for get_notifications and get_logs
         self.events = Events(instance_id, self._persist)
         self.tasks = Tasks(self)
         self.questions = Questions(self)
@@ -89,6 +89,7 @@ class Hub:
         for spec in self.config.servers.values():
             self._start(spec)
         self.spawn(self._watch, name="journal watcher")
+        self.spawn(leftovers.reap_async, self.journal, name="leftover reaper")
 
     def _persist(self, method: str, arg: Any) -> None:
         """A journal write nobody waits for (events, cursors); still in order, on the one thread."""
@@ -185,13 +186,24 @@ class Hub:
     # ---- BackendSink ------------------------------------------------------------------------
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
-        entry = {"time": now_iso(), "server": server, "method": method, "params": params}
-        self.notifications.append(redact_data(entry))
-        self.events.emit("notification", server, {"method": method, "params": params})
+        """Kept for get_notifications and emitted as an event; a repeat is counted, not kept again."""
+        params, encoded = kept_params(redact_data(params))
+        self.heard.notification(server, method, params)
+        key = f"{server}\0{method}\0{encoded}"
+        self.events.emit("notification", server, {"method": method, "params": params}, coalesce=key)
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
-        entry = {"time": now_iso(), "server": server, "level": level, "source": source, "message": message}
-        self.logs.append(redact_data(entry))
+        self.heard.log(server, level, redact(message), source)
+
+    def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
+        """Journal the process, so a later emceepee can stop it should this one die without doing so."""
+        if process.start_time is not None:
+            args = (self.instance_id, backend.name, process.pid, process.start_time)
+            self._persist("add_spawned", args)
+
+    def ended(self, backend: Backend, process: transport.ProcessInfo) -> None:
+        if process.returncode is not None:
+            self._persist("forget_spawned", (self.instance_id, process.pid))
 
     async def question(self, backend: Backend, kind: str, params: Any) -> Any:
         """A handshake-era backend asks mid-call: park (and maybe forward) it, return the answer."""
@@ -422,19 +434,12 @@ class Hub:
     def get_notifications(self, server: str | None, limit: int) -> dict[str, Any]:
         if server:
             self.backend(server)
-        rows = [n for n in self.notifications if server is None or n["server"] == server]
-        return {"notifications": rows[-limit:]}
+        return self.heard.notifications_of(server, limit)
 
     def get_logs(self, server: str | None, level: str | None, limit: int) -> dict[str, Any]:
         if server:
             self.backend(server)
-        floor = LOG_LEVELS.index(level) if level else 0
-        rows = [
-            entry
-            for entry in self.logs
-            if (server is None or entry["server"] == server) and _severity(entry["level"]) >= floor
-        ]
-        return {"logs": rows[-limit:]}
+        return self.heard.logs_of(server, level, limit)
 
 
 _SERVER_EVENTS: dict[tuple[Status | None, Status], str] = {
@@ -456,10 +461,6 @@ def _config_error(problems: list[ConfigProblem]) -> str:
     """Every problem of one server's table, in one line."""
     parts = [f"field '{p.field}': {p.message}" if p.field else p.message for p in problems]
     return "config: " + "; ".join(parts)
-
-
-def _severity(level: str) -> int:
-    return LOG_LEVELS.index(level) if level in LOG_LEVELS else 1  # stderr lines count as info
 
 
 def _server_row(backend: Backend) -> dict[str, Any]:

@@ -1,17 +1,29 @@
 """The pipes to one stdio backend: spawn, bridge to an MCP session, stop.
 
-Lifecycle: the command is resolved on the backend's PATH and spawned in its own process group
-(so our shutdown can reach its children); three pumps run beside it — stdout lines to the
-session, session messages to stdin, stderr lines to a log file and an in-memory tail. When the
-context exits (or the process dies), shutdown runs shielded and bounded: close stdin, wait
-`STDIN_CLOSE_GRACE_S`, SIGTERM the group, wait `TERM_GRACE_S`, SIGKILL. Nothing outlives it.
+Lifecycle: the backend's stderr log is opened first (a failure there is reported and costs only
+the file, and no process is spawned yet to be stranded); the command is resolved on the
+backend's PATH and spawned in its own process group, on Linux with a parent-death signal so it
+hears of emceepee's death however emceepee dies. Four tasks run beside it: stdout lines to the
+session, session messages to stdin, stderr lines to the log and an in-memory tail, and one that
+reaps the exit. When the context exits (or the process dies) the stop runs shielded and bounded,
+and watches the exit itself: note what the backend started (its descendants, even those that
+left its process group), close stdin, wait `STDIN_CLOSE_GRACE_S`, SIGTERM, wait `TERM_GRACE_S`,
+SIGKILL; then whatever it started that still runs gets SIGTERM and SIGKILL too. The whole stop
+takes at most `STOP_BOUND_S`; nothing outlives it.
+
+Every line is bounded. A stderr line is cut at `STDERR_LINE_BYTES`. A stdout message over
+`MAX_LINE_BYTES` is skipped without being kept; its id is read from its first bytes, so the
+request it answers fails at once with a clear error and the connection lives on (when no id can
+be read, the connection is closed instead, so that no caller waits for an answer that never comes).
 
 We spawn the process ourselves rather than through the SDK's `stdio_client` because the
-supervisor needs what that hides: the pid, the exit code, and stderr as a stream it can keep.
+supervisor needs what that hides: the pid, the exit code, and stderr as a stream it can keep;
+and through asyncio rather than `anyio.open_process`, which cannot arm the parent-death signal.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
@@ -23,23 +35,33 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from emceepee_cli.core import procs
+from emceepee_cli.core.lines import Lines, Piece, top_level
+from emceepee_cli.core.logfile import LogFile
 from emceepee_cli.errors import BackendError
 from emceepee_cli.redact import redact
 
 log = logging.getLogger(__name__)
 
-STDIN_CLOSE_GRACE_S = 2.0  # a well-behaved MCP server exits on stdin EOF well within this
-TERM_GRACE_S = 2.0  # after SIGTERM, before SIGKILL
-KILL_REAP_S = 2.0  # after SIGKILL; only an unkillable process runs this out
+STDIN_CLOSE_GRACE_S = 1.5  # a well-behaved MCP server exits on stdin EOF well within this
+TERM_GRACE_S = 1.5  # after SIGTERM, before SIGKILL
+KILL_REAP_S = 1.0  # after SIGKILL; only an unkillable process runs this out
+STRAY_GRACE_S = 0.5  # what the backend started and left running, between SIGTERM and SIGKILL
+STOP_BOUND_S = STDIN_CLOSE_GRACE_S + TERM_GRACE_S + KILL_REAP_S + STRAY_GRACE_S + 1.5
+STDERR_DRAIN_S = 0.5  # after the exit, for the last stderr lines (a stray may hold the pipe open)
 STDERR_TAIL_LINES = 200
-MAX_LINE_BYTES = 64 * 1024 * 1024  # one JSON-RPC message; a longer "line" is a broken backend
-LOG_ROTATE_BYTES = 1024 * 1024
+STDERR_LINE_BYTES = 4096  # stderr is kept for people to read; a longer line is cut
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one JSON-RPC message from a backend
+OVERSIZE_HEAD_BYTES = 64 * 1024  # what is kept of an over-long message, to find its id
+READ_CHUNK = 64 * 1024
 
 ReadStream = anyio.abc.ObjectReceiveStream[SessionMessage | Exception]
 WriteStream = anyio.abc.ObjectSendStream[SessionMessage]
@@ -47,22 +69,36 @@ WriteStream = anyio.abc.ObjectSendStream[SessionMessage]
 
 @dataclass
 class ProcessInfo:
-    """What the supervisor may know about a running backend process."""
+    """What the supervisor may know about a backend process."""
 
     pid: int
+    start_time: int | None = None  # with the pid, names this process (see procs.Proc)
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
     returncode: int | None = None
-    exited: anyio.Event = field(default_factory=anyio.Event)
+    stopped_with: str | None = None  # what emceepee did last before it exited, if anything
+    exited: anyio.Event = field(default_factory=anyio.Event)  # reaped: `returncode` is known
+    closed: anyio.Event = field(default_factory=anyio.Event)  # its stdout ended: the connection is over
 
     def describe_exit(self) -> str:
         if self.returncode is None:
-            return "the process is still running"
-        if self.returncode < 0:
-            try:
-                return f"killed by {signal.Signals(-self.returncode).name}"
-            except ValueError:
-                return f"killed by signal {-self.returncode}"
-        return f"exit code {self.returncode}"
+            return "its process has not exited yet"
+        how = _status(self.returncode)
+        if self.stopped_with is None:
+            return how
+        if self.stopped_with == "stdin":
+            return f"{how} once emceepee closed its stdin"
+        if how == f"killed by {self.stopped_with}":
+            return f"killed by emceepee with {self.stopped_with}"
+        return f"{how} after emceepee sent {self.stopped_with}"
+
+
+def _status(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
 
 
 def resolve_command(command: str, env: Mapping[str, str]) -> str:
@@ -76,16 +112,6 @@ def resolve_command(command: str, env: Mapping[str, str]) -> str:
     return found
 
 
-def _open_log(path: Path | None) -> object | None:
-    if path is None:
-        return None
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if path.exists() and path.stat().st_size > LOG_ROTATE_BYTES:
-        path.replace(path.with_suffix(path.suffix + ".1"))
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    return open(fd, "a", encoding="utf-8", errors="replace", buffering=1)
-
-
 @asynccontextmanager
 async def open_stdio(
     command: str,
@@ -95,95 +121,201 @@ async def open_stdio(
     cwd: str | None = None,
     stderr_log: Path | None = None,
     on_stderr: Callable[[str], None] | None = None,
+    on_problem: Callable[[str], None] | None = None,
 ) -> AsyncIterator[tuple[ReadStream, WriteStream, ProcessInfo]]:
     """Spawn a backend and yield the session's streams plus its `ProcessInfo`.
 
     The read stream ends (and so the session fails its pending requests) the moment the
     backend's stdout closes; `info.exited` is set once the process has been reaped.
+    `on_problem` hears what goes wrong on our side of the pipes (log file, over-long messages).
     """
     executable = resolve_command(command, env)
     if cwd is not None and not Path(cwd).is_dir():
         raise BackendError(f"Working directory '{cwd}' does not exist", hint="Fix the server's `cwd`.")
-    process = await anyio.open_process(
-        [executable, *args],
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=sys.platform != "win32",
-        creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),
-    )
-    info = ProcessInfo(pid=process.pid)
-    log_file = _open_log(stderr_log)
-    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def pump_stdout() -> None:
-        assert process.stdout is not None
-        async with to_session:
-            buffer = b""
-            try:
-                async for chunk in process.stdout:
-                    *lines, buffer = (buffer + chunk).split(b"\n")
-                    if len(buffer) > MAX_LINE_BYTES:
-                        await to_session.send(ValueError("backend wrote an over-long line to stdout"))
-                        buffer = b""
-                    for line in lines:
-                        if line.strip():
-                            await to_session.send(_parse(line))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # the session went away first; shutdown drains the rest
-
-    async def pump_stdin() -> None:
-        assert process.stdin is not None
-        try:
-            async with from_session:
-                async for message in from_session:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await process.stdin.send(data.encode())
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            await to_session.aclose()  # the backend stopped reading: end the session too
-
-    async def pump_stderr() -> None:
-        assert process.stderr is not None
-        buffer = b""
-        async for chunk in process.stderr:
-            *lines, buffer = (buffer + chunk).split(b"\n")
-            for raw in lines:
-                _keep_stderr_line(raw, info, log_file, on_stderr)
-        if buffer:
-            _keep_stderr_line(buffer, info, log_file, on_stderr)
-
-    async def reap() -> None:
-        info.returncode = await process.wait()
-        info.exited.set()
-
+    report = on_problem or (lambda text: None)
+    log_file = LogFile(stderr_log, report)
+    try:
+        process, protocol = await _spawn([executable, *args], env, cwd)
+    except BaseException:
+        log_file.close()
+        raise
+    info = ProcessInfo(pid=process.pid, start_time=procs.identify(process.pid).start)
+    pipes = _Pipes(process, protocol, info, log_file, on_stderr or (lambda line: None), report)
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(pump_stdout)
-            tg.start_soon(pump_stdin)
-            tg.start_soon(pump_stderr)
-            tg.start_soon(reap)
+            tg.start_soon(pipes.pump_stdout)
+            tg.start_soon(pipes.pump_stdin)
+            tg.start_soon(pipes.pump_stderr)
+            tg.start_soon(pipes.reap)
             try:
-                yield read_stream, write_stream, info
+                yield pipes.read_stream, pipes.write_stream, info
             finally:
                 with anyio.CancelScope(shield=True):
-                    await _stop(process, info)
+                    await _stop(process, protocol, info)
+                    with anyio.move_on_after(STDERR_DRAIN_S):
+                        await pipes.stderr_done.wait()
                 tg.cancel_scope.cancel()
     finally:
-        for stream in (read_stream, write_stream):
+        pipes.close()
+        log_file.close()
+        if protocol.pipes is not None:
+            protocol.pipes.close()  # our ends of the pipes; the process is gone by now
+
+
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's own protocol, plus word of the exit as soon as the child watcher has it.
+
+    `Process.wait()` also waits for every pipe to close, which a grandchild that inherited one
+    can put off forever; the exit itself is what a stop needs to know.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=READ_CHUNK, loop=loop)
+        self.exit_seen = asyncio.Event()
+        self.pipes: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.pipes = transport
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exit_seen.set()
+
+
+async def _spawn(
+    argv: list[str], env: Mapping[str, str], cwd: str | None
+) -> tuple[asyncio.subprocess.Process, _Protocol]:
+    extra: dict[str, Any] = {}
+    if sys.platform == "win32":
+        extra["creationflags"] = getattr(subprocess, "CREATE_NO_WINDOW", 0)
+    else:
+        extra["start_new_session"] = True  # its own group, so a stop reaches its children
+        extra["preexec_fn"] = procs.parent_death_hook()
+    loop = asyncio.get_running_loop()
+    pipe = subprocess.PIPE
+    transport, protocol = await loop.subprocess_exec(
+        lambda: _Protocol(loop), *argv, stdin=pipe, stdout=pipe, stderr=pipe, env=dict(env), cwd=cwd, **extra
+    )
+    return asyncio.subprocess.Process(transport, protocol, loop), protocol
+
+
+class _Pipes:
+    """The three pumps between one process and its session, and the reaper."""
+
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        protocol: _Protocol,
+        info: ProcessInfo,
+        log_file: LogFile,
+        on_stderr: Callable[[str], None],
+        report: Callable[[str], None],
+    ) -> None:
+        self.process = process
+        self.protocol = protocol
+        self.info = info
+        self.log_file = log_file
+        self.on_stderr = on_stderr
+        self.report = report
+        self.to_session, self.read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        self.write_stream, self.from_session = anyio.create_memory_object_stream[SessionMessage](0)
+        self.stdin_lock = anyio.Lock()
+        self.stderr_done = anyio.Event()
+
+    def close(self) -> None:
+        for stream in (self.read_stream, self.write_stream, self.to_session, self.from_session):
             stream.close()
-        if log_file is not None:
-            log_file.close()  # type: ignore[attr-defined]
+
+    async def reap(self) -> None:
+        await _watch_exit(self.process, self.protocol, self.info)
+
+    async def pump_stdout(self) -> None:
+        assert self.process.stdout is not None
+        lines = Lines(MAX_LINE_BYTES, head=OVERSIZE_HEAD_BYTES)
+        try:
+            async with self.to_session:
+                while chunk := await self.process.stdout.read(READ_CHUNK):
+                    for piece, data in lines.feed(chunk):
+                        if piece is Piece.HEAD:
+                            if not await self._oversized(data):
+                                return  # an answer nobody can be told about: end the connection
+                        elif data.strip():
+                            await self.to_session.send(_parse(data))
+                for _, data in lines.end():
+                    if data.strip():
+                        await self.to_session.send(_parse(data))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass  # the session went away first; shutdown drains the rest
+        finally:
+            self.info.closed.set()
+
+    async def _oversized(self, head: bytes) -> bool:
+        """A message over the limit, being skipped: answer what it belongs to. False: nothing can be."""
+        fields = top_level(head)
+        limit = f"{MAX_LINE_BYTES // (1024 * 1024)} MB"
+        request_id, method = fields.get("id"), fields.get("method")
+        if method is None and _valid_id(request_id):
+            message = f"the backend's answer was over {limit}, the most emceepee reads as one message"
+            await self.to_session.send(_error(request_id, message))
+            self.report(f"{message}: request {request_id!r} failed; the rest of the answer was skipped")
+            return True
+        if isinstance(method, str):
+            if _valid_id(request_id):  # a request of theirs: refuse it, so they do not wait either
+                await self.write(_error(request_id, f"the request was over {limit}"))
+            self.report(f"the backend sent {method!r} over {limit}; it was skipped")
+            return True
+        self.report(
+            f"the backend wrote a line over {limit} whose id could not be read from its start; "
+            "the connection was closed so that no call waits for an answer that will never come"
+        )
+        return False
+
+    async def write(self, message: SessionMessage) -> None:
+        assert self.process.stdin is not None
+        data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        async with self.stdin_lock:
+            self.process.stdin.write(data.encode())
+            await self.process.stdin.drain()
+
+    async def pump_stdin(self) -> None:
+        try:
+            async with self.from_session:
+                async for message in self.from_session:
+                    await self.write(message)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self.to_session.aclose()  # the backend stopped reading: end the session too
+
+    async def pump_stderr(self) -> None:
+        assert self.process.stderr is not None
+        lines = Lines(STDERR_LINE_BYTES)
+        try:
+            while chunk := await self.process.stderr.read(READ_CHUNK):
+                for piece, data in lines.feed(chunk):
+                    self._keep(piece, data)
+            for piece, data in lines.end():
+                self._keep(piece, data)
+        except OSError:
+            pass
+        finally:
+            self.stderr_done.set()
+
+    def _keep(self, piece: Piece, raw: bytes) -> None:
+        line = redact(raw.decode("utf-8", errors="replace").rstrip("\r"))  # a backend may print its env
+        if piece is Piece.HEAD:
+            line += f" … [cut: line longer than {STDERR_LINE_BYTES} bytes]"
+        self.info.stderr_tail.append(line)
+        self.log_file.write(line)
+        self.on_stderr(line)
 
 
-def _keep_stderr_line(
-    raw: bytes, info: ProcessInfo, log_file: object | None, on_line: Callable[[str], None] | None
-) -> None:
-    line = redact(raw.decode("utf-8", errors="replace").rstrip("\r"))  # a backend may print its env
-    info.stderr_tail.append(line)
-    if log_file is not None:
-        log_file.write(line + "\n")  # type: ignore[attr-defined]
-    if on_line is not None:
-        on_line(line)
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _error(request_id: str | int, message: str) -> SessionMessage:
+    error = types.ErrorData(code=types.INTERNAL_ERROR, message=message)
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
@@ -196,33 +328,87 @@ def _parse(line: bytes) -> SessionMessage | Exception:
         )
 
 
-async def _stop(process: anyio.abc.Process, info: ProcessInfo) -> None:
-    """Close stdin, then escalate to SIGTERM and SIGKILL on the process group; every wait bounded."""
+async def _watch_exit(process: asyncio.subprocess.Process, protocol: _Protocol, info: ProcessInfo) -> None:
+    await protocol.exit_seen.wait()
+    assert process.returncode is not None
+    info.returncode = process.returncode
+    info.exited.set()
+
+
+async def _stop(process: asyncio.subprocess.Process, protocol: _Protocol, info: ProcessInfo) -> None:
+    """Close stdin, then SIGTERM and SIGKILL; then what it started and left running. Every wait bounded."""
+    me = procs.Proc(info.pid, info.start_time)
+    ending_itself = info.closed.is_set()  # it closed its stdout first: an exit now is not our doing
+    strays = await _tree(me, info)  # now, while it lives: its orphans lose their link to it when it goes
     if process.stdin is not None:
-        try:
-            await process.stdin.aclose()
-        except OSError:
-            pass
-    for sig, grace in ((None, STDIN_CLOSE_GRACE_S), (signal.SIGTERM, TERM_GRACE_S), (_SIGKILL, KILL_REAP_S)):
-        if sig is not None:
-            _signal_group(process, sig)
+        process.stdin.close()
+    steps = (("stdin", STDIN_CLOSE_GRACE_S), ("SIGTERM", TERM_GRACE_S), ("SIGKILL", KILL_REAP_S))
+    for step, grace in steps:
+        if _has_exited(process):
+            break
+        if step != "stdin":
+            strays |= await _tree(me, info)
+            _signal(process, me, strays, getattr(signal, step, _SIGKILL))
+        if step != "stdin" or not ending_itself:
+            info.stopped_with = step
         with anyio.move_on_after(grace):
-            await info.exited.wait()
-        if info.exited.is_set():
-            # The leader is gone; its group may not be (a grandchild that ignored stdin EOF).
-            _signal_group(process, _SIGKILL)
-            return
-    log.error("backend pid %s survived SIGKILL", process.pid)
+            await _watch_exit(process, protocol, info)  # here, not in the reaper: a shutdown cancels that
+    with anyio.move_on_after(KILL_REAP_S):  # it has exited; asyncio may not have heard yet
+        await _watch_exit(process, protocol, info)
+    if not info.exited.is_set():
+        log.error("backend pid %s did not exit, even after SIGKILL", process.pid)
+        return
+    strays |= await _tree(me, info)  # its group, now that it is gone
+    left = [p for p in strays if p.running()]
+    if left:
+        survivors = await anyio.to_thread.run_sync(procs.terminate, left, STRAY_GRACE_S)
+        if survivors:
+            log.error("backend pid %s: %s outlived it, even after SIGKILL", process.pid, survivors)
+    if not procs.HAVE_PROC and sys.platform != "win32":
+        _killpg(process.pid, _SIGKILL)  # without /proc, the group is all we can reach
+
+
+async def _tree(me: procs.Proc, info: ProcessInfo) -> set[procs.Proc]:
+    if not procs.HAVE_PROC:
+        return set()
+    return await anyio.to_thread.run_sync(procs.tree, me.pid, not info.exited.is_set())
+
+
+def _has_exited(process: asyncio.subprocess.Process) -> bool:
+    """Exited, even if the watcher has not told asyncio yet (so a crash is not blamed on our stop)."""
+    if process.returncode is not None:
+        return True
+    if sys.platform == "win32":
+        return False
+    try:
+        found = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True  # already reaped by the watcher
+    except (OSError, AttributeError):  # no waitid (macOS before Python 3.13)
+        return False
+    return found is not None
 
 
 _SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)
 
 
-def _signal_group(process: anyio.abc.Process, sig: signal.Signals) -> None:
-    try:
-        if sys.platform == "win32":
+def _signal(process: asyncio.subprocess.Process, me: procs.Proc, strays: set[procs.Proc], sig: int) -> None:
+    """Signal the backend and what it started; never through Popen.send_signal, whose poll() would
+    reap the exit status before asyncio's child watcher sees it."""
+    if sys.platform == "win32":
+        try:
             process.kill() if sig == _SIGKILL else process.terminate()
-        else:
-            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            pass
+        return
+    for proc in (me, *strays):
+        proc.signal(sig)
+    if not procs.HAVE_PROC:
+        _killpg(process.pid, sig)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError, OSError):
         pass

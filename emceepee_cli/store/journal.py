@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -251,6 +252,41 @@ class Journal(Instances, Recovery):
         self.db["cursors"].upsert(
             {"session_id": session_id, "last_event_id": event_id, "updated_at": now_iso()}, pk="session_id"
         )
+
+    @mapped
+    def update_event_data(self, event_id: str, data: dict[str, Any]) -> None:
+        self.db.execute("UPDATE events SET data = ? WHERE event_id = ?", [json.dumps(data), event_id])
+
+    # ---- processes serve spawned (see core/leftovers.py) --------------------------------
+
+    @mapped
+    def add_spawned(self, instance_id: str, server: str, pid: int, start_time: int) -> None:
+        row = {"instance_id": instance_id, "server": server, "pid": pid, "start_time": start_time}
+        self.db["spawned"].insert({**row, "spawned_at": now_iso()}, replace=True)
+
+    @mapped
+    def forget_spawned(self, instance_id: str, pid: int) -> None:
+        self.db.execute("DELETE FROM spawned WHERE instance_id = ? AND pid = ?", [instance_id, pid])
+
+    @mapped
+    def spawned_by_dead(self) -> list[dict[str, Any]]:
+        """What instances that are no longer alive spawned on this machine (and did not see end)."""
+        rows = self.db.query(
+            "SELECT i.*, s.server AS spawned_server, s.pid AS spawned_pid, s.start_time AS spawned_start"
+            " FROM spawned s JOIN instances i USING (instance_id)"
+        )
+        dead = []
+        for row in rows:  # the instance's own columns, as instance_alive reads them
+            if row["machine"] == socket.gethostname() and not self.instance_alive(row):
+                dead.append(
+                    {
+                        "instance_id": row["instance_id"],
+                        "server": row["spawned_server"],
+                        "pid": row["spawned_pid"],
+                        "start_time": row["spawned_start"],
+                    }
+                )
+        return dead
 
 
 class AsyncJournal:

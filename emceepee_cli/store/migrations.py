@@ -99,6 +99,15 @@ def m003_process_start(db: sqlite_utils.Database) -> None:
     db["instances"].add_column("proc_start", str)
 
 
+@migrations()
+def m004_spawned(db: sqlite_utils.Database) -> None:
+    # What each serve spawned, so a later process can stop what a dead one left running.
+    db["spawned"].create(
+        {"instance_id": str, "server": str, "pid": int, "start_time": int, "spawned_at": str},
+        pk=("instance_id", "pid"),
+    )
+
+
 def check_not_newer(db: sqlite_utils.Database, path: str) -> None:
     known = {m.name for m in migrations.pending(sqlite_utils.Database(memory=True))}
     unknown = {m.name for m in migrations.applied(db)} - known

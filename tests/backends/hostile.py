@@ -28,6 +28,8 @@ Once initialized, its tools misbehave on request:
     oversize(mb)          one result line of about mb MiB (a text block of that size)
     garbage()             a line of non-JSON on stdout, then a normal answer
     die(code)             exit at once with `code`, without answering
+    listings()            how many tools/list requests it has answered, as text
+    stderr_lines(mb)      about mb MiB of short lines on stderr, then "lines written"
 
 Everything diagnostic goes to stderr; stdout is the protocol wire.
 """
@@ -54,7 +56,11 @@ TOOLS: dict[str, dict[str, Any]] = {
     "oversize": {"mb": {"type": "number"}},
     "garbage": {},
     "die": {"code": {"type": "integer"}},
+    "listings": {},
+    "stderr_lines": {"mb": {"type": "number"}},
 }
+
+listings = 0
 
 out_lock = threading.Lock()
 description: str | None = None  # --describe
@@ -116,6 +122,14 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
         sys.stderr.write("hostile: dying on request\n")
         sys.stderr.flush()
         os._exit(int(args.get("code", 1)))
+    elif name == "listings":
+        result(request_id, text(str(listings)))
+    elif name == "stderr_lines":
+        line = b"hostile: a line of stderr to fill the log " + b"z" * 60 + b"\n"
+        for _ in range(int(float(args.get("mb", 1)) * 1024 * 1024) // len(line)):
+            sys.stderr.buffer.write(line)
+        sys.stderr.buffer.flush()
+        result(request_id, text("lines written"))
     else:
         send(
             {
@@ -147,6 +161,8 @@ def handle(message: dict[str, Any], handshake: str) -> None:
     if method == "ping":
         result(request_id, {})
     elif method == "tools/list":
+        global listings
+        listings += 1
         tools = [
             {"name": name, "inputSchema": {"type": "object", "properties": props}}
             for name, props in TOOLS.items()

@@ -1,0 +1,125 @@
+"""Reading a backend's byte streams as lines, with a bound on what one line may cost.
+
+A backend's stdout and stderr are untrusted: a "line" may never end. `Lines` keeps at most
+`limit` bytes of the line in progress; past that it hands out the line's head once and skips the
+rest up to the next newline without keeping it. Each chunk is searched only for its own
+newlines, so reading stays linear however long a line is.
+
+`top_level` reads the top-level members of a JSON-RPC message from the head of such a line,
+so the request whose answer was too long can still be answered with an error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from enum import Enum
+from typing import Any
+
+
+class Piece(Enum):
+    LINE = "line"  # a whole line (without its newline), within the limit
+    HEAD = "head"  # the start of a line over the limit; the rest of it is skipped
+
+
+class Lines:
+    def __init__(self, limit: int, head: int | None = None) -> None:
+        self.limit = limit
+        self.head = min(head or limit, limit)
+        self._buffer = bytearray()
+        self._skipping = False
+
+    def __repr__(self) -> str:
+        return f"<Lines limit={self.limit} buffered={len(self._buffer)} skipping={self._skipping}>"
+
+    def feed(self, chunk: bytes) -> Iterator[tuple[Piece, bytes]]:
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if not self._skipping:
+                if len(self._buffer) + len(piece) > self.limit:
+                    self._buffer += piece[: max(0, self.head - len(self._buffer))]
+                    yield Piece.HEAD, bytes(self._buffer[: self.head])
+                    self._buffer = bytearray()
+                    self._skipping = True
+                else:
+                    self._buffer += piece
+            if end < 0:
+                return
+            if self._skipping:
+                self._skipping = False
+            else:
+                yield Piece.LINE, bytes(self._buffer)
+                self._buffer = bytearray()
+            start = end + 1
+
+    def end(self) -> Iterator[tuple[Piece, bytes]]:
+        """At end of stream: the last line, if it had no newline."""
+        if self._buffer and not self._skipping:
+            yield Piece.LINE, bytes(self._buffer)
+        self._buffer = bytearray()
+
+
+_DECODER = json.JSONDecoder()
+_SPACE = " \t\r\n"
+
+
+def top_level(head: bytes) -> dict[str, Any]:
+    """The top-level scalar members (`id`, `method`…) that can be read whole in `head`."""
+    text = head.decode("utf-8", errors="replace")
+    found: dict[str, Any] = {}
+    try:
+        i = _skip_space(text, 0)
+        if text[i] != "{":
+            return found
+        i += 1
+        while True:
+            i = _skip_space(text, i)
+            if text[i] != '"':
+                return found
+            key, i = _DECODER.raw_decode(text, i)
+            i = _skip_space(text, i)
+            if text[i] != ":":
+                return found
+            i = _skip_space(text, i + 1)
+            if text[i] in "{[":
+                i = _skip_nested(text, i)
+            else:
+                value, i = _DECODER.raw_decode(text, i)
+                if i >= len(text):
+                    return found  # the value may have been cut at the end of the head
+                found[key] = value
+            i = _skip_space(text, i)
+            if text[i] != ",":
+                return found
+            i += 1
+    except (IndexError, ValueError):
+        return found
+
+
+def _skip_space(text: str, i: int) -> int:
+    while text[i] in _SPACE:
+        i += 1
+    return i
+
+
+def _skip_nested(text: str, i: int) -> int:
+    """The index after the object or array starting at `i` (IndexError if it is cut off)."""
+    depth, in_string = 0, False
+    while True:
+        ch = text[i]
+        if in_string:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
