@@ -78,6 +78,8 @@ class Events:
             taken.append(event)
         if taken:
             self._persist("set_cursor", (self.instance_id, taken[-1]["event_id"]))
+        if self._undelivered:  # held back, not lost: say so, so the model knows to ask again
+            taken.append(self._waiting_note())
         return taken
 
     async def wait(self, timeout_s: float) -> bool:
@@ -95,6 +97,20 @@ class Events:
         key = self._keys.pop(event["event_id"], None)
         if key is not None and self._coalescing.get(key) is event:
             del self._coalescing[key]
+
+    def _waiting_note(self) -> dict[str, Any]:
+        data = {
+            "count": len(self._undelivered),
+            "hint": f"at most {EVENTS_PER_REPLY} events come with one reply; the next reply "
+            "(await_activity, or any tool) brings these",
+        }
+        return {
+            "event_id": new_id(),
+            "type": "events_waiting",
+            "server": None,
+            "created_at": now_iso(),
+            "data": data,
+        }
 
     def _dropped_note(self) -> dict[str, Any]:
         count, self._dropped = self._dropped, 0

@@ -2,24 +2,67 @@
 
 Validators are compiled once per schema object and cached by its canonical JSON text.
 Error messages name the field path, so a model (or a person) can fix the one thing wrong.
+
+A schema comes from a backend and the instance from the host, so neither is trusted: the
+`pattern` keyword is matched with the `regex` package within a time budget per check (Python's
+`re` cannot be interrupted, and `(a|aa)+$` on a long string backtracks for minutes). A pattern
+that cannot be judged in time is not held against the instance: the backend judges it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
-from collections.abc import Mapping
+import logging
+import time
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
+import regex
+
+log = logging.getLogger(__name__)
+
+PATTERN_BUDGET_S = 0.5  # for all `pattern` checks of one `problems()` call
+PATTERN_MATCH_S = 0.1  # for one of them: a sane pattern matches in microseconds
+_deadline: contextvars.ContextVar[float] = contextvars.ContextVar("schema_deadline", default=0.0)
+
+
+def _pattern(
+    validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.exceptions.ValidationError]:
+    """The `pattern` keyword, bounded: a pattern that cannot be compiled or matched in time passes."""
+    if not validator.is_type(instance, "string"):
+        return
+    left = _deadline.get() - time.monotonic()
+    try:
+        if left <= 0:
+            raise TimeoutError
+        found = _compiled_pattern(pattern).search(instance, timeout=min(left, PATTERN_MATCH_S))
+    except (TimeoutError, regex.error, OverflowError, MemoryError, RecursionError) as exc:
+        log.warning(
+            "schema pattern %r not checked (%s); the backend will judge it", pattern[:80], type(exc).__name__
+        )
+        return
+    if found is None:
+        yield jsonschema.exceptions.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@lru_cache(maxsize=256)
+def _compiled_pattern(pattern: str) -> regex.Pattern[str]:
+    if len(pattern) > 1000:
+        raise regex.error("pattern too long to check")
+    return regex.compile(pattern, regex.VERSION0)
 
 
 @lru_cache(maxsize=1024)
 def _compiled(schema_json: str) -> jsonschema.protocols.Validator | None:
     schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    base = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls = jsonschema.validators.extend(base, {"pattern": _pattern})
     try:
         cls.check_schema(schema)
     except jsonschema.exceptions.SchemaError:
@@ -49,7 +92,11 @@ def problems(instance: Any, schema: Mapping[str, Any] | None, root: str = "args"
     validator = _validator(schema)
     if validator is None:
         return []
-    errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+    token = _deadline.set(time.monotonic() + PATTERN_BUDGET_S)
+    try:
+        errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+    finally:
+        _deadline.reset(token)
     return [f"{_path(root, e.absolute_path)}: {e.message}" for e in errors]
 
 

@@ -28,6 +28,7 @@ Once initialized, its tools misbehave on request:
     oversize(mb)          one result line of about mb MiB (a text block of that size)
     garbage()             a line of non-JSON on stdout, then a normal answer
     die(code)             exit at once with `code`, without answering
+    pattern_arg(s)        `s` back; its schema's `pattern` backtracks catastrophically on "aaa…b"
     listings()            how many tools/list requests it has answered, as text
     stderr_lines(mb)      about mb MiB of short lines on stderr, then "lines written"
 
@@ -56,6 +57,7 @@ TOOLS: dict[str, dict[str, Any]] = {
     "oversize": {"mb": {"type": "number"}},
     "garbage": {},
     "die": {"code": {"type": "integer"}},
+    "pattern_arg": {"s": {"type": "string", "pattern": "^(a|aa)+$"}},
     "listings": {},
     "stderr_lines": {"mb": {"type": "number"}},
 }
@@ -90,6 +92,8 @@ def text(value: str) -> dict[str, Any]:
 def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
     if name == "echo":
         result(request_id, text(str(args.get("text", ""))))
+    elif name == "pattern_arg":
+        result(request_id, text(str(args.get("s", ""))))
     elif name == "pid":
         result(request_id, text(str(os.getpid())))
     elif name == "slow":

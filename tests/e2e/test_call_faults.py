@@ -71,3 +71,22 @@ async def test_a_question_the_journal_cannot_record_is_refused_not_listed_foreve
     shown = " ".join(texts(asked, with_envelope=True))
     assert "pending_refused" in shown and "could not record" in shown, shown
     assert listed["elicitations"] == []
+
+
+async def test_a_backend_schema_pattern_that_backtracks_cannot_block_serve(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.toml", hostile_table("bad"))
+    async with serving(config) as client:
+        with anyio.fail_after(30):
+            await client.call_tool("list_tools", {})
+            slow_to_judge = {"s": "a" * 60 + "!"}  # `(a|aa)+$` backtracks on every split of the a's
+            passed = await client.call_tool(
+                "execute_tool", {"server": "bad", "tool": "pattern_arg", "args": slow_to_judge}
+            )
+            await still_answering(client)
+            refused = await client.call_tool(
+                "execute_tool", {"server": "bad", "tool": "pattern_arg", "args": {"s": "b"}}
+            )
+    assert texts(passed) == [slow_to_judge["s"]], (
+        "a pattern that cannot be judged in time is left to the backend"
+    )
+    assert refused.is_error and "does not match" in texts(refused)[0]
