@@ -10,11 +10,12 @@ Tools
         Pages through a fixed list of fruit names containing ``query`` (case-insensitive).
         Text: ``page P of N for "<query>": a, b, c``; structured content
         ``{"query", "page", "pages", "total", "items"}``. Every page but the last carries a token.
-    job(name, polls=3, placement="result")
+    job(name, polls=3, placement="result", seconds=0)
         A job that becomes ready on the ``polls``-th resumed call: the first call starts it and
         answers ``job <name>: not ready (poll 0 of N)``; each call with the token answers
         ``not ready (poll K of N)`` with a new token, until poll N answers
-        ``job <name>: ready after N polls`` without one. polls=0 is ready at once.
+        ``job <name>: ready after N polls`` without one. polls=0 is ready at once. Every call
+        takes ``seconds`` (a sleep), so a caller can be stopped in the middle of one.
         Structured content ``{"job", "status": "working" | "ready", "poll", "polls"}``.
 
 Where the token travels, chosen per call by ``placement`` (part of the arguments, so it is the
@@ -55,6 +56,7 @@ import os
 import time
 from typing import Any
 
+import anyio
 import mcp_types as types
 from _example import ToolTable, append_event, serve, text_result, tool_table_handlers
 from mcp import MCPError
@@ -218,8 +220,9 @@ async def search(ctx: ServerRequestContext, args: dict[str, Any]) -> types.CallT
 
 
 async def job(ctx: ServerRequestContext, args: dict[str, Any]) -> types.CallToolResult:
-    args, state = begin(ctx, "job", args, {"polls": 3, "placement": "result"})
+    args, state = begin(ctx, "job", args, {"polls": 3, "placement": "result", "seconds": 0})
     name, polls = args["name"], args["polls"]
+    await anyio.sleep(args["seconds"])
     poll = int(state["poll"]) if state else 0
     if poll >= polls:
         result = text_result(f"job {name}: ready after {polls} polls")
@@ -268,6 +271,7 @@ TOOLS: ToolTable = {
                 "properties": {
                     "name": {"type": "string"},
                     "polls": {"type": "integer", "minimum": 0, "maximum": 100, "default": 3},
+                    "seconds": {"type": "number", "minimum": 0, "maximum": 60, "default": 0},
                     "placement": PLACEMENT,
                     TOKEN: RESUME_TOKEN,
                 },

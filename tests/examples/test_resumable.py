@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -121,12 +122,14 @@ async def test_the_sdk_call_tool_drops_a_top_level_token(record: Path) -> None:
 
 
 async def test_a_job_is_ready_on_the_nth_poll_with_a_new_token_each_time(record: Path) -> None:
-    args = {"name": "build", "polls": 3, "placement": "meta"}
+    args = {"name": "build", "polls": 3, "placement": "meta", "seconds": 0.2}
     async with resumable_backend(record) as client:
         with anyio.fail_after(30):
+            started = time.monotonic()
             results = [await call(client, "job", args)]
             while found := tokens(results[-1]):
                 results.append(await call(client, "job", args, found["meta"], via="meta"))
+            elapsed = time.monotonic() - started
     assert [text(r) for r in results] == [
         "job build: not ready (poll 0 of 3)",
         "job build: not ready (poll 1 of 3)",
@@ -136,6 +139,7 @@ async def test_a_job_is_ready_on_the_nth_poll_with_a_new_token_each_time(record:
     assert [r.structured_content["status"] for r in results] == ["working"] * 3 + ["ready"]  # type: ignore[index]
     issued = [tokens(r)["meta"] for r in results[:-1]]
     assert len(set(issued)) == 3
+    assert elapsed >= 4 * 0.2  # every call took its `seconds`
 
 
 async def test_a_token_survives_a_backend_restart(record: Path) -> None:
