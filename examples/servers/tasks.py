@@ -23,8 +23,9 @@ Tools
 Task requests
     tasks/get, tasks/result (blocks until the task is terminal), tasks/cancel (-32602 for a
     terminal or unknown task), tasks/list (two tasks per page, opaque nextCursor).
-    A task lives ``task.ttl`` ms (default 60 s, at most 10 min; the granted ttl is returned),
-    then it is forgotten (-32602 "task has expired") and its job, if still running, stops.
+    A task lives ``task.ttl`` ms (default 60 s, at most 10 min; the granted ttl is returned).
+    The first request that finds it past its ttl forgets it (-32602 "... has expired") and
+    stops its job if it is still running.
     tasks/result of a cancelled task is an isError result "task <id> was cancelled".
 
 If the environment variable EMCEEPEE_EXAMPLE_LOG names a file, jobs append lines there:
