@@ -16,7 +16,7 @@ import anyio
 import jsonschema
 import mcp_types as types
 from mcp import MCPError, stdio_server
-from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
 
 ToolHandler = Callable[[ServerRequestContext, dict[str, Any]], Awaitable[types.CallToolResult]]
 # One entry per tool: its advertised definition and its implementation.
@@ -69,14 +69,24 @@ def tool_table_handlers(tools: ToolTable) -> tuple[ListTools, CallTool]:
     return on_list_tools, on_call_tool
 
 
-def serve(server: Server, notifications: NotificationOptions | None = None) -> None:
-    """Serve one client over stdin/stdout until it hangs up; log warnings to stderr as "NAME: LEVEL ..."."""
+def serve(
+    server: Server,
+    notifications: NotificationOptions | None = None,
+    *,
+    tasks: types.ServerTasksCapability | None = None,
+) -> None:
+    """Serve one client over stdin/stdout until it hangs up; log warnings to stderr as "NAME: LEVEL ...".
+
+    `tasks` adds the server tasks capability, which the SDK does not derive from handlers.
+    """
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format=f"{server.name}: %(levelname)s %(message)s"
     )
-    anyio.run(_serve, server, notifications)
+    options = server.create_initialization_options(notifications)
+    options.capabilities.tasks = tasks
+    anyio.run(_serve, server, options)
 
 
-async def _serve(server: Server, notifications: NotificationOptions | None) -> None:
+async def _serve(server: Server, options: InitializationOptions) -> None:
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options(notifications))
+        await server.run(read, write, options)
