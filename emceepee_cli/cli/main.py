@@ -1,28 +1,87 @@
-"""The `emceepee` command: parse, call one function, render. One error boundary, in `run()`."""
+"""The `emceepee` command: parse, call one function, render. One error boundary, in `main()`.
+
+Exit codes (the same for every command, and in a `--json` error object):
+
+    0  done
+    1  a check failed (`doctor`), or an error not listed below
+    2  bad input: a usage error, an unknown name or id, a config value that cannot be used
+    3  a backend failed or is not available (`call`, `tools`), or its tool answered with an error
+    4  the journal cannot be used
+    130  interrupted (Ctrl-C)
+
+Commands are imported only when run (`lazy.py`); this module imports typer and nothing heavy.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
+import typer.main
+from typer import _click
 
-from emceepee_cli import __version__, paths
-from emceepee_cli.cli import demo, pending, render, servers, tasks
-from emceepee_cli.cli.options import ConfigOpt, DbOpt
+from emceepee_cli import __version__
+from emceepee_cli.cli import coercion, render
+from emceepee_cli.cli.lazy import Lazy, LazyGroup
 from emceepee_cli.errors import EmceepeeError
 
+EXIT_INTERRUPTED = 130
+coercion.install()
+
+COMMANDS: dict[str, Lazy] = {
+    "serve": Lazy("emceepee_cli.cli.serve:serve", "Run the MCP server on stdio (what an MCP host starts)."),
+    "install": Lazy(
+        "emceepee_cli.cli.install:install", "Add emceepee to an MCP host's config (or remove it)."
+    ),
+    "import": Lazy(
+        "emceepee_cli.cli.install:import_", "Copy the servers of an MCP host's config into emceepee's."
+    ),
+    "doctor": Lazy(
+        "emceepee_cli.cli.doctor:doctor", "Check the config, the journal, every backend and every host."
+    ),
+    "servers": Lazy("emceepee_cli.cli.servers:app", "List, add, remove, enable and disable backend servers."),
+    "tools": Lazy(
+        "emceepee_cli.cli.call:tools", "List the tools of the backends (started for the occasion)."
+    ),
+    "call": Lazy("emceepee_cli.cli.call:call", "Call a backend's tool from the terminal."),
+    "tasks": Lazy(
+        "emceepee_cli.cli.tasks:app", "List, inspect and cancel tasks (calls that outlived their wait)."
+    ),
+    "pending": Lazy("emceepee_cli.cli.pending:pending", "List the questions backends are waiting on."),
+    "answer": Lazy(
+        "emceepee_cli.cli.pending:answer", "Answer a backend's question: a form, a URL or a sampling request."
+    ),
+    "logs": Lazy("emceepee_cli.cli.logs:logs", "Show (or follow) the backends' stderr logs."),
+    "events": Lazy("emceepee_cli.cli.logs:events", "Show (or follow) the journal's events."),
+    "journal": Lazy("emceepee_cli.cli.journal:app", "The journal: its health, counts and size."),
+    "paths": Lazy(
+        "emceepee_cli.cli.journal:paths", "Where emceepee keeps its config, journal, logs and key."
+    ),
+    "demo": Lazy("emceepee_cli.cli.demo:demo", "Watch emceepee work on its example backends."),
+}
+
+
+class Invocation:
+    """What the error boundary needs to know about this run, set while parsing."""
+
+    verbose = False
+    json = False
+
+
+class EmceepeeGroup(LazyGroup):
+    lazy = COMMANDS
+
+
 app = typer.Typer(
+    cls=EmceepeeGroup,
     help="emceepee: one MCP server that reaches all of yours.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     add_completion=True,
 )
-app.add_typer(servers.app, name="servers")
-app.add_typer(tasks.app, name="tasks")
-app.command("demo")(demo.demo)
-app.command("pending")(pending.pending)
-app.command("answer")(pending.answer)
 
 
 def _version(value: bool) -> None:
@@ -32,31 +91,67 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def main(
+def root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
     ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show a traceback with an error (for bug reports).")
+    ] = False,
 ) -> None:
-    """emceepee: one MCP server that reaches all of yours."""
+    """emceepee: one MCP server that reaches all of yours.
+
+    Exit codes: 0 done; 1 a check failed; 2 bad input; 3 a backend failed; 4 the journal cannot
+    be used; 130 interrupted. With --json, an error is a JSON object on stdout.
+    """
+    Invocation.verbose = Invocation.verbose or verbose
 
 
-@app.command()
-def serve(
-    config: ConfigOpt = None,
-    db: DbOpt = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging (to stderr).")] = False,
-) -> None:
-    """Run the MCP server on stdio (what an MCP host starts)."""
-    from emceepee_cli.server.app import run_stdio  # keeps the SDK server off the other commands' start-up
+def command() -> _click.Command:
+    return typer.main.get_command(app)
 
-    run_stdio(paths.config_path(config), verbose=verbose, db_path=db)
+
+def wants_json(args: Sequence[str]) -> bool:
+    """`--json` given to the command (not after `--`, and not `answer`'s --json, which is content)."""
+    head = list(args[: args.index("--")] if "--" in args else args)
+    words = [a for a in head if not a.startswith("-")]
+    return "--json" in head and (not words or words[0] != "answer")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command line; its exit code. Every failure is rendered here, once."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    Invocation.verbose, Invocation.json = False, wants_json(args)
+    try:
+        result = command().main(args=args, prog_name="emceepee", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except EmceepeeError as exc:
+        if Invocation.verbose:
+            raise
+        render.error(exc, as_json_error=Invocation.json)
+        return exc.exit_code
+    except _click.exceptions.ClickException as exc:
+        return _usage(exc)
+    except (typer.Abort, KeyboardInterrupt, EOFError):
+        render.clear_status()
+        render.warn("Interrupted.")
+        return EXIT_INTERRUPTED
+
+
+def _usage(exc: _click.exceptions.ClickException) -> int:
+    """A command line that does not parse: the parser's message, and where to read the usage."""
+    if isinstance(exc, _click.exceptions.NoArgsIsHelpError):
+        render.line(exc.format_message())
+        return 0
+    where = getattr(exc, "ctx", None)
+    name = where.command_path if where is not None else "emceepee"
+    hint = f"See: {name} --help"
+    if Invocation.json:
+        render.failure("UsageError", exc.format_message(), hint, exc.exit_code)
+    else:
+        render.error(EmceepeeError(exc.format_message(), hint))
+    return exc.exit_code
 
 
 def run() -> None:
-    try:
-        app()
-    except EmceepeeError as exc:
-        if "--verbose" in sys.argv or "-v" in sys.argv:
-            raise
-        render.error(exc)
-        sys.exit(exc.exit_code)
+    sys.exit(main())

@@ -16,7 +16,12 @@ ConfigOpt = Annotated[
         show_default=False,
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (the same shape the meta-tools return).")]
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="Print JSON (the same shape the meta-tools return); an error is a JSON object too."
+    ),
+]
 DbOpt = Annotated[
     Path | None,
     typer.Option(

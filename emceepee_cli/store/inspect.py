@@ -1,0 +1,133 @@
+"""Reading the journal without changing it: for `journal status`, `events`, `doctor` and completion.
+
+Everything here opens the file read-only with plain `sqlite3` (no sqlite-utils, no migration, no
+sweep of dead owners), so it is cheap enough for a TAB press and works on a journal this emceepee
+would refuse to write: one written by a newer version, or on a full disk. A journal that does not
+exist reads as empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+BUSY_TIMEOUT_S = 2.0
+MIGRATIONS_TABLE = "_sqlite_migrations"
+COUNTED = {"tasks": "status", "pending": "status", "events": "type", "instances": None, "spawned": None}
+
+
+@contextlib.contextmanager
+def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
+    """A read-only connection to the journal, or None when there is no journal file yet."""
+    if not path.exists():
+        yield None
+        return
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    conn.row_factory = sqlite3.Row
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    with reading(path) as conn:
+        if conn is None:
+            return []
+        try:
+            return [dict(row) for row in conn.execute(sql, params)]
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):  # a journal not migrated yet: nothing in it
+                return []
+            raise
+
+
+def task_choices(path: Path, limit: int = 200) -> list[tuple[str, str]]:
+    """(task id, what it is) for completion, newest first."""
+    found = rows(
+        path, "SELECT task_id, status, server, tool FROM tasks ORDER BY task_id DESC LIMIT ?", (limit,)
+    )
+    return [(r["task_id"], f"{r['status']} {r['server']}.{r['tool']}") for r in found]
+
+
+def question_choices(path: Path) -> list[tuple[str, str]]:
+    """(question id, what it is) for the questions still waiting for an answer."""
+    found = rows(
+        path, "SELECT request_id, kind, server FROM pending WHERE status = 'pending' ORDER BY request_id"
+    )
+    return [(r["request_id"], f"{r['kind']} from {r['server']}") for r in found]
+
+
+def events(
+    path: Path, after: str | None = None, limit: int = 50, server: str | None = None
+) -> list[dict[str, Any]]:
+    """Events after the id `after` (all when None), oldest first; at most the `limit` latest."""
+    where, params = ["1 = 1"], []
+    if after:
+        where.append("event_id > ?")
+        params.append(after)
+    if server:
+        where.append("server = ?")
+        params.append(server)
+    sql = (
+        f"SELECT * FROM (SELECT event_id, instance_id, type, server, data, created_at FROM events "
+        f"WHERE {' AND '.join(where)} ORDER BY event_id DESC LIMIT ?) ORDER BY event_id"
+    )
+    return rows(path, sql, (*params, limit))
+
+
+def status(path: Path) -> dict[str, Any]:
+    """What `journal status` shows: the files and their sizes, the schema, counts, the oldest row."""
+    files = {
+        str(p): p.stat().st_size for p in (path, _sibling(path, "-wal"), _sibling(path, "-shm")) if p.exists()
+    }
+    out: dict[str, Any] = {
+        "path": str(path),
+        "exists": path.exists(),
+        "files": files,
+        "bytes": sum(files.values()),
+    }
+    if not path.exists():
+        return out
+    out["mode"] = oct(stat.S_IMODE(path.stat().st_mode))
+    out["private"] = os.name == "nt" or stat.S_IMODE(path.stat().st_mode) & 0o077 == 0
+    with reading(path) as conn:
+        assert conn is not None
+        out["health"] = conn.execute("PRAGMA quick_check").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        out["migrations"] = (
+            [r[0] for r in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY applied_at, name")]
+            if MIGRATIONS_TABLE in tables
+            else []
+        )
+        out["counts"] = {
+            name: _count(conn, name, column) for name, column in COUNTED.items() if name in tables
+        }
+        oldest = [
+            conn.execute(f"SELECT MIN(created_at) FROM {name}").fetchone()[0]
+            for name in ("tasks", "pending", "events")
+            if name in tables
+        ]
+        out["oldest"] = min((o for o in oldest if o), default=None)
+    return out
+
+
+def instances(path: Path) -> list[dict[str, Any]]:
+    """The `serve` processes the journal knows of that have not recorded their stop."""
+    return rows(path, "SELECT * FROM instances WHERE stopped_at IS NULL ORDER BY started_at")
+
+
+def _count(conn: sqlite3.Connection, table: str, column: str | None) -> dict[str, int] | int:
+    if column is None:
+        return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+    by = conn.execute(f"SELECT {column}, COUNT(*) FROM {table} GROUP BY {column} ORDER BY {column}")
+    return {str(value): int(n) for value, n in by}
+
+
+def _sibling(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
