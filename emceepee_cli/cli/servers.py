@@ -1,19 +1,65 @@
-"""`emceepee servers …`: read and edit the backends in the config file."""
+"""`emceepee servers …`: read and edit the backends in the config file.
+
+Every server in the file is listed, the broken ones too (with what is wrong, naming the file),
+so a server never silently disappears. `add` parses its own options; only what follows `--` is
+the backend's command, and a bare command name is looked up on the PATH a host gives emceepee.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer import _click
+from typer.core import TyperCommand
 
-from emceepee_cli import config as config_mod
-from emceepee_cli import paths
 from emceepee_cli.cli import render
 from emceepee_cli.cli.options import ConfigOpt, JsonOpt
-from emceepee_cli.config import ServerSpec
-from emceepee_cli.errors import UsageError
 
-app = typer.Typer(help="List, add and remove backend servers in the config.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from emceepee_cli.config import ConfigProblem, ServerSpec
+
+app = typer.Typer(
+    help="List, add, remove, enable and disable backend servers in the config.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+NameArg = Annotated[str, typer.Argument(help="The server's name.", show_default=False)]
+STATUSES = ("enabled", "disabled", "invalid")
+
+
+class AfterDashDash(TyperCommand):
+    """A command whose trailing arguments are taken only after `--`: everything before it is parsed
+    as options and arguments (so a mistyped option is an error, never part of the command)."""
+
+    def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            args, ctx.meta["after_dashdash"] = args[:cut], args[cut + 1 :]
+        return super().parse_args(ctx, args)
+
+
+# ---- reading the config --------------------------------------------------------------------
+
+
+def problem_text(problem: ConfigProblem, path: Path) -> str:
+    """A config problem, naming the file it is in (whatever file that is)."""
+    where = [f"server '{problem.server}'"] if problem.server is not None else []
+    where += [f"field '{problem.field}'"] if problem.field is not None else []
+    return ": ".join([str(path), *([", ".join(where)] if where else []), problem.message])
+
+
+def raw_servers(path: Path) -> dict[str, dict[str, Any]]:
+    """Every [servers.NAME] table of the file as written, valid or not."""
+    from emceepee_cli import config as config_mod
+
+    servers = config_mod._read_toml(path).get("servers", {})
+    return (
+        {str(k): v if isinstance(v, dict) else {} for k, v in servers.items()}
+        if isinstance(servers, dict)
+        else {}
+    )
 
 
 def server_row(spec: ServerSpec) -> dict[str, Any]:
@@ -22,6 +68,7 @@ def server_row(spec: ServerSpec) -> dict[str, Any]:
         "transport": spec.transport,
         "enabled": spec.enabled,
         "protocol": spec.protocol,
+        "status": "enabled" if spec.enabled else "disabled",
     }
     if spec.url is not None:
         row["url"] = spec.url
@@ -31,76 +78,188 @@ def server_row(spec: ServerSpec) -> dict[str, Any]:
     return row
 
 
+def _raw_row(name: str, table: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "name": name,
+        "transport": "http" if "url" in table else "stdio",
+        "enabled": table.get("enabled", True) is not False,
+        "protocol": table.get("protocol", "legacy"),
+        "status": "invalid",
+    }
+    if "url" in table:
+        row["url"] = table.get("url")
+    else:
+        row["command"] = table.get("command")
+        row["args"] = [str(a) for a in table.get("args") or [] if isinstance(a, str)]
+    row["problems"] = problems
+    return row
+
+
+def target(row: dict[str, Any]) -> str:
+    import shlex
+
+    if row.get("url") is not None:
+        return str(row["url"])
+    return shlex.join([str(row.get("command") or ""), *row.get("args", [])])
+
+
+def rows_of(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """(a row per server in the file, the problems not about one server)."""
+    from emceepee_cli import config as config_mod
+
+    loaded = config_mod.load_config(path)
+    rows = []
+    for name, table in raw_servers(path).items():
+        problems = [problem_text(p, path) for p in loaded.problems if p.server == name]
+        spec = loaded.servers.get(name)
+        rows.append(
+            server_row(spec) if spec is not None and not problems else _raw_row(name, table, problems)
+        )
+    general = [problem_text(p, path) for p in loaded.problems if p.server is None]
+    return rows, general
+
+
+def find_row(name: str, path: Path) -> dict[str, Any]:
+    rows, _ = rows_of(path)
+    for row in rows:
+        if row["name"] == name:
+            return row
+    from emceepee_cli.errors import NotFound
+
+    known = ", ".join(r["name"] for r in rows) or "(none)"
+    raise NotFound(
+        f"Unknown server '{name}' in {path}. Known: {known}.", hint="See them with: emceepee servers list"
+    )
+
+
+# ---- commands ----------------------------------------------------------------------------------
+
+
 @app.command("list")
 def list_(config: ConfigOpt = None, json: JsonOpt = False) -> None:
-    """List the servers in the config."""
-    loaded = config_mod.load_config(paths.config_path(config))
-    rows = [server_row(spec) for spec in loaded.servers.values()]
-    problems = [str(p) for p in loaded.problems]
+    """List every server in the config, with what is wrong with the ones that cannot start."""
+    from emceepee_cli import paths
+
+    path = paths.config_path(config)
+    rows, general = rows_of(path)
     if json:
-        render.as_json({"servers": rows, "config_problems": problems, "config": str(loaded.path)})
+        out: dict[str, Any] = {"servers": rows, "config_problems": general, "config": str(path)}
+        render.as_json(out)
         return
     render.table(
-        f"Servers in {loaded.path}",
-        ("name", "transport", "target", "enabled", "protocol"),
-        (
-            (
-                r["name"],
-                r["transport"],
-                r.get("url") or " ".join([r["command"], *r["args"]]),
-                r["enabled"],
-                r["protocol"],
-            )
-            for r in rows
-        ),
-        empty=f"No servers in {loaded.path}. Add one with: emceepee servers add NAME -- COMMAND [ARGS…]",
+        f"Servers in {path}",
+        ("name", "status", "transport", "target"),
+        ((r["name"], r["status"], r["transport"], target(r)) for r in rows),
+        empty=f"No servers in {path}. Add one with: emceepee servers add NAME -- COMMAND [ARGS…]",
     )
+    for problem in general + [p for r in rows for p in r.get("problems", [])]:
+        render.warn(problem)
+
+
+@app.command("add", cls=AfterDashDash, options_metavar="[OPTIONS] [-- COMMAND [ARGS]...]")
+def add(
+    ctx: typer.Context,
+    name: NameArg,
+    url: Annotated[
+        str | None, typer.Option(help="URL of a remote Streamable HTTP server.", show_default=False)
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", "-e", help="NAME=VALUE for the server's environment; repeatable."),
+    ] = None,
+    header: Annotated[
+        list[str] | None, typer.Option("--header", "-H", help="NAME=VALUE HTTP header; repeatable.")
+    ] = None,
+    cwd: Annotated[
+        str | None, typer.Option(help="Working directory for the command.", show_default=False)
+    ] = None,
+    protocol: Annotated[str, typer.Option(help="legacy, modern or auto.")] = "legacy",
+    disabled: Annotated[
+        bool, typer.Option("--disabled", help="Add it switched off (enable it later).")
+    ] = False,
+    no_resolve: Annotated[
+        bool,
+        typer.Option(
+            "--no-resolve", help="Keep a bare command name as typed, even if a host would not find it."
+        ),
+    ] = False,
+    replace: Annotated[bool, typer.Option(help="Replace a server of the same name.")] = False,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Add a server: `emceepee servers add git -- uvx mcp-server-git`, or `--url https://…`.
+
+    Everything after `--` is the command and its arguments, as they are; everything before it is
+    emceepee's. A bare command name found only on this shell's PATH (not on the PATH a host gives
+    emceepee) is saved as its full path, and said so.
+    """
+    from emceepee_cli.cli import editing
+
+    command: list[str] | None = ctx.meta.get("after_dashdash")
+    fields = editing.Fields(name, command, url, env or [], header or [], cwd, protocol, not disabled)
+    added = editing.add(fields, resolve=not no_resolve, replace=replace, config=config)
+    if json:
+        render.as_json(
+            {"added": server_row(added.spec), "config": str(added.path), "warnings": added.warnings}
+        )
+        return
+    for warning in added.warnings:
+        render.warn(warning)
+    state = "" if added.spec.enabled else " (disabled: enable it with `emceepee servers enable " + name + "`)"
+    render.line(
+        f"Added '{name}' to {added.path}{state}. A running `emceepee serve` picks it up on its next start."
+    )
+
+
+@app.command("remove")
+def remove(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> None:
+    """Remove a server from the config."""
+    from emceepee_cli import config as config_mod
+    from emceepee_cli import paths
+
+    path = config_mod.remove_server(name, paths.config_path(config))
+    if json:
+        render.as_json({"removed": name, "config": str(path)})
+        return
+    render.line(f"Removed '{name}' from {path}.")
+
+
+@app.command("enable")
+def enable(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> None:
+    """Switch a server on (serve starts it on its next start)."""
+    _switch(name, True, config, json)
+
+
+@app.command("disable")
+def disable(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> None:
+    """Switch a server off, keeping its settings (serve leaves it stopped from its next start)."""
+    _switch(name, False, config, json)
+
+
+def _switch(name: str, on: bool, config: Path | None, json: bool) -> None:
+    from emceepee_cli.cli import editing
+
+    path, changed, problems = editing.switch(name, on, config)
+    state = "enabled" if on else "disabled"
+    if json:
+        render.as_json(
+            {"name": name, "enabled": on, "changed": changed, "config": str(path), "problems": problems}
+        )
+        return
+    render.line(f"'{name}' is {'now' if changed else 'already'} {state} in {path}.")
     for problem in problems:
         render.warn(problem)
 
 
-@app.command("add", context_settings={"ignore_unknown_options": True})
-def add(
-    name: Annotated[str, typer.Argument(help="Name for the server.")],
-    command: Annotated[
-        list[str] | None, typer.Argument(help="After `--`: the command and its arguments.")
-    ] = None,
-    url: Annotated[str | None, typer.Option(help="URL of a remote Streamable HTTP server.")] = None,
-    env: Annotated[
-        list[str] | None, typer.Option("--env", "-e", help="K=V for the server's environment; repeatable.")
-    ] = None,
-    header: Annotated[
-        list[str] | None, typer.Option("--header", "-H", help="K=V HTTP header; repeatable.")
-    ] = None,
-    cwd: Annotated[str | None, typer.Option(help="Working directory for the command.")] = None,
-    protocol: Annotated[str, typer.Option(help="legacy (default), modern or auto.")] = "legacy",
-    replace: Annotated[bool, typer.Option(help="Replace a server of the same name.")] = False,
-    config: ConfigOpt = None,
-) -> None:
-    """Add a server: `emceepee servers add git -- uvx mcp-server-git` or `--url https://…`."""
-    if bool(command) == bool(url):
-        raise UsageError(
-            "Give either a command after `--` or --url, not both and not neither.",
-            hint="Example: emceepee servers add git -- uvx mcp-server-git --repository ~/src/app",
-        )
-    spec = ServerSpec(
-        name=name,
-        command=command[0] if command else None,
-        args=tuple(command[1:]) if command else (),
-        env=config_mod.parse_env_pairs(env or []),
-        headers=config_mod.parse_env_pairs(header or []),
-        cwd=cwd,
-        url=url,
-        protocol=protocol,  # type: ignore[arg-type]  # validated by add_server
-    )
-    path = config_mod.add_server(spec, paths.config_path(config), replace=replace)
-    render.line(f"Added '{name}' to {path}. A running `emceepee serve` picks it up on its next start.")
+@app.command("show")
+def show(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> None:
+    """Show one server: its settings as written (secrets hidden), where its command is found, its log."""
+    from emceepee_cli import paths
+    from emceepee_cli.cli import editing
 
-
-@app.command("remove")
-def remove(
-    name: Annotated[str, typer.Argument(help="The server to remove.")], config: ConfigOpt = None
-) -> None:
-    """Remove a server from the config."""
-    path = config_mod.remove_server(name, paths.config_path(config))
-    render.line(f"Removed '{name}' from {path}.")
+    path = paths.config_path(config)
+    details = editing.details(find_row(name, path), raw_servers(path).get(name, {}), path)
+    if json:
+        render.as_json({"server": details})
+        return
+    render.fields([(key, editing.shown(value)) for key, value in details.items()])

@@ -48,6 +48,7 @@ def test_servers_add_list_remove_round_trip_through_the_config(
             "transport": "stdio",
             "enabled": True,
             "protocol": "legacy",
+            "status": "enabled",
             "command": "uvx",
             "args": ["mcp-server-git", "--repository", "~/src"],
         },
@@ -56,6 +57,7 @@ def test_servers_add_list_remove_round_trip_through_the_config(
             "transport": "http",
             "enabled": True,
             "protocol": "legacy",
+            "status": "enabled",
             "url": "https://example.com/mcp",
         },
     ]

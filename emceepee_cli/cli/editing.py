@@ -1,0 +1,237 @@
+"""What `servers add`, `enable`, `disable` and `show` do to the config, apart from printing it.
+
+Input from the command line is checked as command-line input: a bad value names the option it
+came from (`--url`, `--env NAME`), not a field of the config file, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from emceepee_cli.errors import ConfigError, NotFound, UsageError
+
+if TYPE_CHECKING:
+    from emceepee_cli.config import ConfigProblem, ServerSpec
+
+EXAMPLE = "Example: emceepee servers add git -- uvx mcp-server-git --repository ~/src/app"
+
+
+@dataclass(frozen=True)
+class Fields:
+    """`servers add`'s input, as typed."""
+
+    name: str
+    command: list[str] | None
+    url: str | None
+    env: list[str]
+    headers: list[str]
+    cwd: str | None
+    protocol: str
+    enabled: bool
+
+
+@dataclass
+class Added:
+    spec: ServerSpec
+    path: Path
+    warnings: list[str] = field(default_factory=list)
+
+
+def pairs(values: list[str], option: str) -> dict[str, str]:
+    """`NAME=VALUE` options as a dict; the value may itself contain '='."""
+    out: dict[str, str] = {}
+    for pair in values:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            problem = "has no '='" if not sep else "has an empty name"
+            raise UsageError(
+                f"{option} '{pair}' {problem}; expected NAME=VALUE.",
+                hint=f"Write it as {option} NAME=value, e.g. {option} 'TOKEN=${{GIT_TOKEN}}'. "
+                "Nothing was written.",
+            )
+        out[key] = value
+    return out
+
+
+def _option(problem: ConfigProblem) -> str:
+    """Where on the command line a config problem's value came from."""
+    name = problem.field or ""
+    if name.startswith("env."):
+        return f"--env {name[4:]}"
+    if name.startswith("headers."):
+        return f"--header {name[8:]}"
+    if name.startswith("args["):
+        return f"argument {int(name[5:-1]) + 1} after --"
+    return "the command after --" if name == "command" else f"--{name}"
+
+
+def check(spec: ServerSpec) -> None:
+    from emceepee_cli import config as config_mod
+
+    _, problems = config_mod._parse_server(spec.name, spec.to_toml())
+    if problems:
+        shown = spec.name if spec.name.isprintable() else repr(spec.name)[1:-1]
+        lines = [f"{_option(p)}: {p.message}" if p.field else p.message for p in problems]
+        raise UsageError(
+            f"Cannot add server '{shown}': " + "; ".join(lines) + ".", hint="Nothing was written. " + EXAMPLE
+        )
+
+
+def add(fields: Fields, *, resolve: bool, replace: bool, config: Path | None) -> Added:
+    from emceepee_cli import config as config_mod
+    from emceepee_cli import paths
+    from emceepee_cli.config import ServerSpec
+
+    if bool(fields.command) == bool(fields.url):
+        raise UsageError("Give either a command after `--` or --url, not both and not neither.", hint=EXAMPLE)
+    spec = ServerSpec(
+        name=fields.name,
+        command=fields.command[0] if fields.command else None,
+        args=tuple(fields.command[1:]) if fields.command else (),
+        env=pairs(fields.env, "--env"),
+        headers=pairs(fields.headers, "--header"),
+        cwd=fields.cwd,
+        url=fields.url,
+        protocol=fields.protocol,  # type: ignore[arg-type]  # checked just below, naming --protocol
+        enabled=fields.enabled,
+    )
+    check(spec)
+    warnings: list[str] = []
+    if spec.command is not None:
+        spec = _resolved(spec, resolve, warnings)
+    warnings += _unset(spec)
+    path = config_mod.add_server(spec, paths.config_path(config), replace=replace)
+    return Added(spec, path, warnings)
+
+
+def _resolved(spec: ServerSpec, resolve: bool, warnings: list[str]) -> ServerSpec:
+    """The spec with a bare command that only this shell finds replaced by its full path."""
+    from emceepee_cli.core import hosts
+
+    assert spec.command is not None
+    if "${" in spec.command:
+        return spec
+    found = hosts.resolve(spec.command)
+    if not found.bare:
+        if not found.in_shell:
+            warnings.append(
+                f"'{spec.command}' does not exist or is not executable; '{spec.name}' will fail to start."
+            )
+        return spec
+    if found.for_host:
+        return spec
+    shell_path = os.environ.get("PATH", "")
+    if found.in_shell is None:
+        warnings.append(
+            f"'{spec.command}' was not found on PATH (this shell's: {shell_path}; "
+            f"a host's: {found.host_path}). '{spec.name}' will fail to start until it is installed, "
+            "or given as a full path."
+        )
+        return spec
+    if not resolve:
+        warnings.append(
+            f"'{spec.command}' is {found.in_shell} on this shell's PATH, but not on the PATH an MCP host "
+            f"usually gives emceepee ({found.host_path}): a host will not find it. "
+            "Kept as typed (--no-resolve)."
+        )
+        return spec
+    warnings.append(
+        f"'{spec.command}' is not on the PATH an MCP host usually gives emceepee ({found.host_path}); "
+        f"saved its full path {found.in_shell} (found on this shell's PATH). --no-resolve keeps the name."
+    )
+    return replace(spec, command=found.in_shell)
+
+
+def _unset(spec: ServerSpec) -> list[str]:
+    try:
+        spec.expanded()
+    except ConfigError as exc:
+        return [
+            f'{exc.message} emceepee expands ${{VAR}} from its own environment: set it in the "env" block '
+            "of emceepee's entry in your MCP host's config. Until it is set, the server stays off."
+        ]
+    return []
+
+
+def switch(name: str, on: bool, config: Path | None) -> tuple[Path, bool, list[str]]:
+    """Set `enabled` of server `name`; (the file, whether it changed, its problems now)."""
+    from emceepee_cli import config as config_mod
+    from emceepee_cli import paths
+    from emceepee_cli.cli.servers import find_row, raw_servers
+
+    path = paths.config_path(config)
+    table = raw_servers(path).get(name)
+    if table is None:
+        find_row(name, path)  # raises NotFound with the known names
+        raise NotFound(f"Unknown server '{name}' in {path}.")
+    spec, problems = config_mod._parse_server(name, table)
+    if spec is None:
+        from emceepee_cli.cli.servers import problem_text
+
+        raise ConfigError(
+            f"Server '{name}' cannot be switched {'on' if on else 'off'}: "
+            + "; ".join(problem_text(p, path) for p in problems),
+            hint=f"Fix its table in {path} first (emceepee servers show {name}).",
+        )
+    changed = spec.enabled != on
+    if changed:
+        config_mod.add_server(replace(spec, enabled=on), path, replace=True)
+    return path, changed, find_row(name, path).get("problems", [])
+
+
+def masked(table: dict[str, Any]) -> dict[str, str]:
+    from emceepee_cli.core.importing import looks_secret
+
+    return {
+        str(k): f"<hidden: {len(str(v))} characters>" if looks_secret(str(k), str(v)) else str(v)
+        for k, v in table.items()
+    }
+
+
+def details(row: dict[str, Any], table: dict[str, Any], path: Path) -> dict[str, Any]:
+    from emceepee_cli import paths
+    from emceepee_cli.core import hosts
+
+    out: dict[str, Any] = {
+        "name": row["name"],
+        "status": row["status"],
+        "transport": row["transport"],
+        "config": str(path),
+    }
+    if row["transport"] == "stdio":
+        command = str(table.get("command") or "")
+        found = hosts.resolve(command)
+        out["command"] = command
+        out["args"] = [str(a) for a in table.get("args") or []]
+        out["found_for_host"] = found.for_host
+        out["found_in_shell"] = found.in_shell
+        out["host_path"] = found.host_path
+        if table.get("cwd"):
+            out["cwd"] = table["cwd"]
+        out["env"] = masked(table.get("env") or {})
+        out["log"] = str(paths.logs_dir() / f"{row['name']}.log")
+    else:
+        out["url"] = table.get("url")
+        out["headers"] = masked(table.get("headers") or {})
+    for key in ("protocol", "elicitation", "sampling"):
+        if key in table:
+            out[key] = table[key]
+    out["enabled"] = row["enabled"]
+    if row.get("problems"):
+        out["problems"] = row["problems"]
+    return out
+
+
+def shown(value: Any) -> str:
+    import shlex
+
+    if value is None:
+        return "(not found)"
+    if isinstance(value, list):
+        return shlex.join(str(v) for v in value) if value else "(none)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "(none)"
+    return str(value)
