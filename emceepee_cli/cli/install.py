@@ -1,0 +1,178 @@
+"""`emceepee install HOST` and `emceepee import HOST`: emceepee in a host's config, and the host's
+servers in emceepee's.
+
+Both change the host's file only as a whole: read (comments allowed), changed, backed up next to
+itself (`NAME.YYYYmmdd-HHMMSS.bak`), replaced atomically; every other key is kept. Running either
+again changes nothing. `--dry-run` shows the diff and writes nothing. A secret is never printed:
+values that look like one show as `<hidden>` in diffs, and as their `${VAR}` in tables.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from emceepee_cli.cli import render
+from emceepee_cli.cli.options import ConfigOpt, JsonOpt
+
+if TYPE_CHECKING:
+    from emceepee_cli.core.hostfile import HostFile
+    from emceepee_cli.core.hosts import Host
+
+HostArg = Annotated[
+    str,
+    typer.Argument(
+        help="claude-desktop (or claude), claude-code, cursor, vscode, windsurf, gemini-cli, lm-studio.",
+        show_default=False,
+    ),
+]
+FileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--file", help="The host's config file (default: where the host keeps it).", show_default=False
+    ),
+]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the change as a diff; write nothing.")]
+NameOpt = Annotated[str, typer.Option("--name", help="The entry's name in the host's config.")]
+_PAIR = re.compile(r'("(?P<key>[^"\\]*)"\s*:\s*)"(?P<value>(?:\\.|[^"\\])*)"')
+
+
+def masked_diff(diff: str) -> str:
+    """A diff with every `"KEY": "value"` whose value looks like a secret shown as `<hidden>`."""
+    from emceepee_cli.core.importing import looks_secret
+
+    def one(match: re.Match[str]) -> str:
+        if looks_secret(match.group("key"), match.group("value")):
+            return f'{match.group(1)}"<hidden>"'
+        return match.group(0)
+
+    return _PAIR.sub(one, diff)
+
+
+def _target(host_name: str, file: Path | None) -> tuple[Host, Path]:
+    from emceepee_cli.core import hosts
+
+    host = hosts.find(host_name)
+    return host, (file.expanduser() if file else host.path())
+
+
+def _serve_command(config: Path | None) -> list[str]:
+    from emceepee_cli.core import hosts
+
+    command = hosts.serve_command()
+    return [*command, "--config", str(config.expanduser().absolute())] if config else command
+
+
+def emceepee_entry(host: Host, doc: HostFile, name: str, config: Path | None) -> tuple[dict[str, Any], str]:
+    """Put emceepee's entry into `doc` (kept as it is but for how it starts); (the entry, the action)."""
+    servers = doc.servers(host.servers_key)
+    existing = servers.get(name)
+    entry = host.stdio_entry(_serve_command(config), existing if isinstance(existing, dict) else None)
+    servers[name] = entry
+    return entry, "unchanged" if existing == entry else ("updated" if existing is not None else "added")
+
+
+def _shown_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    out = dict(entry)
+    if isinstance(out.get("env"), dict):
+        out["env"] = {k: "<hidden>" for k in out["env"]}
+    return out
+
+
+def install(
+    host: HostArg,
+    file: FileOpt = None,
+    uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove emceepee's entry instead.")] = False,
+    dry_run: DryRunOpt = False,
+    name: NameOpt = "emceepee",
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", "-c", help="Have the host start emceepee with this config file.", show_default=False
+        ),
+    ] = None,
+    json: JsonOpt = False,
+) -> None:
+    """Add emceepee to an MCP host's config (or remove it, with --uninstall).
+
+    The entry starts this very emceepee by the absolute path of its executable, so the host
+    needs no PATH. Other keys of the file, and of an existing entry (its "env" above all), are
+    kept; the file is backed up first; running it again changes nothing.
+    """
+    from emceepee_cli.core import hostfile
+
+    chosen, path = _target(host, file)
+    doc = hostfile.read(path)
+    if uninstall:
+        entry = None
+        servers = doc.servers(chosen.servers_key) if doc.exists else {}
+        action = "removed" if servers.pop(name, None) is not None else "absent"
+    else:
+        entry, action = emceepee_entry(chosen, doc, name, config)
+    diff = masked_diff(doc.diff()) if action not in ("unchanged", "absent") else ""
+    backup = hostfile.write(doc) if diff and not dry_run else None
+    if json:
+        out: dict[str, Any] = {"host": chosen.key, "file": str(path), "action": action, "dry_run": dry_run}
+        out |= {"backup": str(backup) if backup else None, "diff": diff}
+        if entry is not None:
+            out["entry"] = _shown_entry(entry)
+        render.as_json(out)
+        return
+    _say_installed(chosen, path, action, diff, backup, dry_run, doc.had_comments)
+
+
+def _say_installed(
+    host: Host, path: Path, action: str, diff: str, backup: Path | None, dry_run: bool, had_comments: bool
+) -> None:
+    if dry_run and diff:
+        render.line(diff.rstrip("\n"))
+        render.note(f"(dry run: {path} was not changed)")
+        return
+    if action == "unchanged":
+        render.line(f"emceepee is already in {host.title}'s config {path}; nothing changed.")
+        return
+    if action == "absent":
+        render.line(f"{host.title}'s config {path} has no emceepee entry; nothing changed.")
+        return
+    verb = {
+        "added": "Added emceepee to",
+        "updated": "Updated emceepee's entry in",
+        "removed": "Removed emceepee from",
+    }
+    saved = f" (backup: {backup})" if backup else " (a new file)"
+    render.line(f"{verb[action]} {host.title}'s config {path}{saved}.")
+    if had_comments:
+        render.warn(f"The file had comments, which JSON cannot keep: they are in the backup {backup}.")
+    render.line(f"Restart {host.title} (quit it fully) to pick up the change.")
+
+
+def import_(
+    host: HostArg,
+    file: FileOpt = None,
+    replace: Annotated[
+        bool,
+        typer.Option("--replace", help="Then leave only emceepee in the host's config (after a backup)."),
+    ] = False,
+    dry_run: DryRunOpt = False,
+    name: NameOpt = "emceepee",
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Copy the servers of an MCP host's config into emceepee's.
+
+    Local and remote (Streamable HTTP) servers are copied; emceepee itself, names already in
+    emceepee's config, and servers only the host can start (SSE, ${input:…}) are skipped, with
+    the reason. A value that looks like a secret goes to emceepee's config as ${VAR}, and the
+    value to the "env" block of emceepee's entry in the host's config (which is added if missing).
+    With --replace, the servers that moved are then removed from the host's config.
+    """
+    from emceepee_cli.cli import moving
+
+    result = moving.run(host, file, replace=replace, dry_run=dry_run, name=name, config=config)
+    if json:
+        render.as_json(result)
+        return
+    moving.say(result)
