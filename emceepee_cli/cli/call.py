@@ -1,0 +1,176 @@
+"""`emceepee tools` and `emceepee call`: reach backends from a terminal, without a host or a serve.
+
+The backends are started for the command (`core/adhoc.py`) the way serve starts them, and
+stopped when it ends. `call` shows the backend's progress on stderr, prints the result (text as
+it is, structured content as JSON, images and other binary blocks saved to files), and asks a
+backend's question at the terminal; with no terminal, a form is declined.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from emceepee_cli.cli import render
+from emceepee_cli.cli.options import ConfigOpt, JsonOpt
+
+if TYPE_CHECKING:
+    import mcp_types as types
+
+    from emceepee_cli.config import Config, ServerSpec
+
+ServerArg = Annotated[
+    str, typer.Argument(help="A server's name, as `emceepee servers list` shows it.", show_default=False)
+]
+WaitOpt = Annotated[float, typer.Option("--wait", help="Seconds to wait for the backends to start.")]
+
+
+def _specs(loaded: Config, server: str | None) -> list[ServerSpec]:
+    """The servers to start: the one named (even if disabled), else every enabled one."""
+    from dataclasses import replace
+
+    from emceepee_cli.cli.servers import problem_text
+    from emceepee_cli.errors import ConfigError
+
+    if server is None:
+        return [spec for spec in loaded.servers.values() if spec.enabled]
+    broken = [problem_text(p, loaded.path) for p in loaded.problems if p.server == server]
+    if broken:
+        raise ConfigError("; ".join(broken), hint=f"Fix it, then try again (emceepee servers show {server}).")
+    spec = loaded.server(server)
+    if not spec.enabled:
+        render.note(f"('{server}' is disabled in the config; started for this command only)")
+    return [replace(spec, enabled=True)]
+
+
+def tools(
+    server: Annotated[
+        str | None, typer.Argument(help="Only this server (default: every enabled one).", show_default=False)
+    ] = None,
+    pattern: Annotated[
+        str | None,
+        typer.Option(
+            "--pattern",
+            "-p",
+            help="Case-insensitive regular expression over names and descriptions.",
+            show_default=False,
+        ),
+    ] = None,
+    wait: WaitOpt = 30.0,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """List the backends' tools: the backends are started for the occasion, then stopped."""
+    import anyio
+
+    from emceepee_cli import config as config_mod
+    from emceepee_cli import paths
+    from emceepee_cli.core import adhoc, patterns
+
+    if pattern:
+        patterns.compile_pattern(pattern)  # a bad pattern is refused before anything starts
+    loaded = config_mod.load_config(paths.config_path(config))
+    specs = _specs(loaded, server)
+
+    async def listing() -> dict[str, Any]:
+        async with adhoc.started(specs, wait_s=wait) as backends:
+            return adhoc.tool_listing(backends.values(), pattern)
+
+    out = anyio.run(listing)
+    if json:
+        render.as_json(out)
+        return
+    rows = []
+    for group in out["servers"]:
+        if "error" in group:
+            rows.append((group["server"], f"({group['status']})", group["error"]))
+        rows += [(group["server"], t["name"], _first_line(t["description"])) for t in group.get("tools", [])]
+    empty = "No servers to start." if not specs else "No tools" + (f" match '{pattern}'." if pattern else ".")
+    render.table(None, ("server", "tool", "description"), rows, empty=empty)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def call(
+    server: ServerArg,
+    tool: Annotated[
+        str, typer.Argument(help="The tool's name, as `emceepee tools` shows it.", show_default=False)
+    ],
+    pairs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[NAME=VALUE]...",
+            help="Arguments; a value is JSON where the schema wants a non-string.",
+            show_default=False,
+        ),
+    ] = None,
+    args: Annotated[
+        str | None,
+        typer.Option(
+            "--args", help="Arguments as one JSON object (NAME=VALUE pairs win).", show_default=False
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder for images and other binary content.")] = Path(
+        "."
+    ),
+    wait: WaitOpt = 30.0,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Call a backend's tool from the terminal, the backend started for the occasion.
+
+    Arguments are checked against the tool's input schema first (nothing is sent if they do not
+    match). Progress is shown on stderr; a question the backend asks is asked here. Exits 3 if the
+    tool answers with an error.
+    """
+    import anyio
+
+    from emceepee_cli import config as config_mod
+    from emceepee_cli import paths
+    from emceepee_cli.cli import asking
+    from emceepee_cli.core import adhoc
+    from emceepee_cli.errors import BackendUnavailable
+
+    loaded = config_mod.load_config(paths.config_path(config))
+    specs = _specs(loaded, server)
+    given = asking.parse_args(args)
+
+    async def run() -> types.CallToolResult:
+        async with adhoc.started(specs, ask=asking.ask, wait_s=wait) as backends:
+            backend = backends[server]
+            try:
+                backend.require_session()
+            except BackendUnavailable as exc:
+                hint = (
+                    f"See how it is started: emceepee servers show {server} (emceepee doctor checks it too)."
+                )
+                raise BackendUnavailable(exc.message, hint=hint) from None
+            spec = await backend.tool(tool)
+            arguments = given | asking.pairs_for(spec.input_schema, pairs or [])
+            adhoc.check_args(server, spec, arguments)
+            try:
+                return await adhoc.call(backend, tool, arguments, asking.ask, asking.progress)
+            finally:
+                render.clear_status()
+
+    _show(anyio.run(run), json, out, tool)
+
+
+def _show(result: types.CallToolResult, json: bool, out: Path, tool: str) -> None:
+    from emceepee_cli.cli.results import show_result
+    from emceepee_cli.errors import BackendError
+
+    if json:  # the result says isError itself: one document, and the exit code
+        render.as_json(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+        if result.is_error:
+            raise typer.Exit(BackendError.exit_code)
+        return
+    show_result(result, out, tool)
+    if result.is_error:
+        raise BackendError(
+            f"The tool '{tool}' answered with an error (shown above).", hint="Its message says why."
+        )
