@@ -1,20 +1,20 @@
 """`emceepee demo`: run the real `emceepee serve` against the example backends and narrate.
 
 It drives the server exactly as an MCP host would (the SDK's client over stdio), in a throwaway
-home folder, so it changes nothing of the user's own config or journal.
+home folder, so it changes nothing of the user's own config or journal. The example backends
+ship inside the package (`emceepee_cli/_examples` is `examples/servers`), so the demo works
+wherever emceepee is installed.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
-import anyio
 import typer
 
 from emceepee_cli.cli import render
@@ -23,21 +23,16 @@ from emceepee_cli.errors import EmceepeeError
 STEP_TIMEOUT_S = 30.0
 
 
+PACKAGED = Path(__file__).resolve().parents[1] / "_examples"
+
+
 def find_examples(explicit: Path | None) -> Path:
-    candidates = (
-        [explicit]
-        if explicit
-        else [
-            Path.cwd() / "examples" / "servers",
-            Path(__file__).resolve().parents[2] / "examples" / "servers",
-        ]
-    )
-    for candidate in candidates:
-        if candidate is not None and (candidate / "echo.py").is_file():
-            return candidate
+    candidate = explicit or PACKAGED
+    if (candidate / "echo.py").is_file():
+        return candidate
     raise EmceepeeError(
-        "The demo's example backends (examples/servers/) were not found.",
-        hint="Run `emceepee demo` from a checkout of emceepee, or pass --examples PATH/TO/examples/servers.",
+        f"The demo's example backends are not in {candidate}.",
+        hint="Reinstall emceepee (they ship with it), or pass --examples PATH/TO/examples/servers.",
     )
 
 
@@ -61,14 +56,18 @@ def demo_config(examples: Path) -> str:
 
 
 def serve_command() -> tuple[str, list[str]]:
-    exe = shutil.which("emceepee")
-    return (exe, ["serve"]) if exe else (sys.executable, ["-m", "emceepee_cli", "serve"])
+    from emceepee_cli.core.hosts import serve_command as this_emceepee
+
+    command = this_emceepee()
+    return command[0], command[1:]
 
 
 def demo(
     examples: Annotated[Path | None, typer.Option(help="Folder of the example backends.")] = None,
 ) -> None:
     """Watch emceepee work: start `emceepee serve` on the example backends and call through it."""
+    import anyio
+
     found = find_examples(examples)
     with tempfile.TemporaryDirectory(prefix="emceepee-demo-") as home:
         config = Path(home) / "config.toml"
@@ -101,6 +100,7 @@ def _text(result: Any) -> str:
 
 
 async def _drive(config: Path, home: str) -> None:
+    import anyio
     from mcp import Client, StdioServerParameters
 
     command, args = serve_command()
