@@ -41,7 +41,7 @@ def doctor(
     if loaded is not None and loaded.servers and not no_backends:
         env = checks_mod.host_environment(host_env)
         render.note(f"(starting {len(loaded.servers)} backend(s) as a host would: PATH={env['PATH']})")
-        checks += anyio.run(checks_mod.backend_checks, loaded, env, wait)
+        checks += anyio.run(checks_mod.backend_checks, loaded, env, wait, config is not None)
     checks += host_checks + checks_mod.serve_checks(paths.db_path(db))
     failed = checks_mod.failed(checks)
     if json:

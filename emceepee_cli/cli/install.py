@@ -106,10 +106,14 @@ def install(
 
     chosen, path = _target(host, file)
     doc = hostfile.read(path)
+    kept_env: list[str] = []
     if uninstall:
         entry = None
         servers = doc.servers(chosen.servers_key) if doc.exists else {}
-        action = "removed" if servers.pop(name, None) is not None else "absent"
+        removed = servers.pop(name, None)
+        action = "removed" if removed is not None else "absent"
+        if isinstance(removed, dict) and isinstance(removed.get("env"), dict):
+            kept_env = sorted(removed["env"])
     else:
         entry, action = emceepee_entry(chosen, doc, name, config)
     diff = masked_diff(doc.diff()) if action not in ("unchanged", "absent") else ""
@@ -119,9 +123,11 @@ def install(
         out |= {"backup": str(backup) if backup else None, "diff": diff}
         if entry is not None:
             out["entry"] = _shown_entry(entry)
-        render.as_json(out)
+        render.as_json(out | {"removed_env": kept_env})
         return
     _say_installed(chosen, path, action, diff, backup, dry_run, doc.had_comments)
+    if kept_env and not dry_run:
+        render.warn(f"Its env block ({', '.join(kept_env)}) went with it; the backup {backup} keeps it.")
 
 
 def _say_installed(

@@ -93,9 +93,10 @@ def run(
 
 def say(result: dict[str, Any]) -> None:
     from emceepee_cli.cli.servers import target
+    from emceepee_cli.core.hosts import find
 
     would = "Would copy" if result["dry_run"] else "Copied"
-    host_file, title = result["host_file"], result["host"]
+    host_file, title = result["host_file"], find(result["host"]).title
     render.table(
         f"{would} into {result['config']}:",
         ("name", "transport", "target", "notes"),

@@ -12,14 +12,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from emceepee_cli.config import Config, ServerSpec
 from emceepee_cli.core import hosts
-from emceepee_cli.errors import ConfigError, EmceepeeError
+from emceepee_cli.errors import ConfigError, EmceepeeError, JournalError
 
 State = Literal["ok", "fail", "note"]
 PASSED_ON = ("HOME", "LOGNAME", "SHELL", "TERM", "USER")  # what a host's environment has besides PATH
@@ -72,22 +72,13 @@ def config_checks(path: Path) -> tuple[list[Check], Config | None]:
 
 
 def journal_checks(path: Path) -> list[Check]:
-    import sqlite3
-
     from emceepee_cli.store import inspect
 
     try:
         status = inspect.status(path)
-    except sqlite3.Error as exc:
-        return [
-            Check(
-                "journal",
-                str(path),
-                "fail",
-                f"cannot be read: {exc}",
-                f"mv {path} {path}.broken (a new one is made)",
-            )
-        ]
+    except JournalError as exc:
+        fix = f"mv {path} {path}.broken (a new one is made)"
+        return [Check("journal", str(path), "fail", exc.message, fix)]
     if not status["exists"]:
         return [
             Check("journal", str(path), "note", "no journal yet (made by the first serve or tasks command)")
@@ -217,7 +208,11 @@ def serve_checks(db: Path) -> list[Check]:
             pass
 
     probe, checks = Probe(), []
-    for row in inspect.instances(db):
+    try:
+        running = inspect.instances(db)
+    except JournalError:
+        return [Check("serve", "serve", "note", "unknown: the journal cannot be read (see above)")]
+    for row in running:
         if probe.instance_alive(row):
             host = row.get("host_name") or "an unknown host"
             checks.append(
@@ -248,7 +243,7 @@ def environment(env: Mapping[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def precheck(spec: ServerSpec, env: Mapping[str, str]) -> Check | None:
+def precheck(spec: ServerSpec, env: Mapping[str, str], config: Sequence[str] = ()) -> Check | None:
     """What stops `spec` before it is even started, in a host's environment `env`."""
     try:
         spec.expanded(env)
@@ -267,7 +262,7 @@ def precheck(spec: ServerSpec, env: Mapping[str, str]) -> Check | None:
     if found.for_host:
         return None
     full = found.in_shell or "/full/path/to/" + spec.command
-    fix = "emceepee servers add " + shlex.join([spec.name, "--replace", "--", full, *spec.args])
+    fix = "emceepee servers add " + shlex.join([spec.name, "--replace", *config, "--", full, *spec.args])
     if found.in_shell:
         detail = (
             f"'{spec.command}' is only on this shell's PATH ({found.in_shell}), "
@@ -283,7 +278,11 @@ def _unset_var(message: str) -> str:
     return message[start + 2 : message.find("}", start)] if start >= 0 else "VAR"
 
 
-async def backend_checks(loaded: Config, env: Mapping[str, str], wait_s: float) -> list[Check]:
+async def backend_checks(
+    loaded: Config, env: Mapping[str, str], wait_s: float, explicit: bool = False
+) -> list[Check]:
+    """A check per server: started as a host would, unless something stops it first. `explicit`:
+    the config was named on the command line, so the fixes name it too."""
     from emceepee_cli.core import adhoc
     from emceepee_cli.core.backend import Status
     from emceepee_cli.redact import redact
@@ -295,7 +294,7 @@ async def backend_checks(loaded: Config, env: Mapping[str, str], wait_s: float) 
             checks[spec.name] = Check(
                 "backend", spec.name, "note", "disabled", f"emceepee servers enable {spec.name}"
             )
-        elif (stopped := precheck(spec, env)) is not None:
+        elif (stopped := precheck(spec, env, ["--config", str(loaded.path)] if explicit else [])) is not None:
             checks[spec.name] = stopped
         else:
             startable.append(replace(spec))

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from emceepee_cli.errors import JournalError
+
 BUSY_TIMEOUT_S = 2.0
 MIGRATIONS_TABLE = "_sqlite_migrations"
 COUNTED = {"tasks": "status", "pending": "status", "events": "type", "instances": None, "spawned": None}
@@ -23,16 +25,29 @@ COUNTED = {"tasks": "status", "pending": "status", "events": "type", "instances"
 
 @contextlib.contextmanager
 def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
-    """A read-only connection to the journal, or None when there is no journal file yet."""
+    """A read-only connection to the journal, or None when there is no journal file yet; SQLite's
+    failures come out as a `JournalError` naming the file."""
     if not path.exists():
         yield None
         return
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error as exc:
+        raise _unreadable(path, exc) from exc
     conn.row_factory = sqlite3.Row
     try:
         yield conn
+    except sqlite3.Error as exc:
+        raise _unreadable(path, exc) from exc
     finally:
         conn.close()
+
+
+def _unreadable(path: Path, exc: sqlite3.Error) -> JournalError:
+    return JournalError(
+        f"The journal {path} cannot be read: {exc}.",
+        hint="emceepee doctor checks it; a damaged journal can be moved aside (a new one is made).",
+    )
 
 
 def rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:

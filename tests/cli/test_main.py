@@ -1,0 +1,158 @@
+"""The `emceepee` command as a whole: its one error boundary, --json errors, -v, start-up imports."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emceepee_cli.cli.main import COMMANDS, main, wants_json
+from emceepee_cli.config import load_config
+from emceepee_cli.errors import NotFound
+from tests.cli.clirun import cli
+from tests.support import Terminal, run_cli, write_config
+
+HEAVY = ("mcp", "mcp_types", "anyio", "jsonschema", "sqlite_utils", "regex", "rich", "pydantic")
+
+
+def test_an_error_is_the_message_and_the_hint_never_a_traceback() -> None:
+    done = cli("servers", "remove", "nope")
+    assert done.code == 2
+    assert done.err.startswith("Error: Unknown server 'nope'") and "servers list" in done.err
+    assert "Traceback" not in done.err and done.out == ""
+
+
+def test_with_json_an_error_is_one_json_document_on_stdout_with_the_exit_code() -> None:
+    done = cli("servers", "remove", "nope", "--json")
+    assert done.code == 2
+    assert done.json() == {
+        "error": {
+            "type": "NotFound",
+            "message": "Unknown server 'nope'. Known: (none).",
+            "hint": "See them with: emceepee servers list",
+        },
+        "exit_code": 2,
+    }
+
+
+def test_with_json_a_command_line_that_does_not_parse_is_a_json_error_too() -> None:
+    done = cli("servers", "list", "--bogus", "--json")
+    assert done.code == 2
+    error = done.json()["error"]
+    assert error["type"] == "UsageError" and "--bogus" in error["message"]
+    assert error["hint"] == "See: emceepee servers list --help"
+
+
+def test_a_mistyped_command_is_named_with_the_closest_one() -> None:
+    done = cli("taks", "list")
+    assert done.code == 2 and "No such command 'taks'" in done.err and "'tasks'" in done.err
+
+
+def test_json_is_the_commands_own_flag_not_answers_content_nor_after_the_double_dash() -> None:
+    assert wants_json(["servers", "list", "--json"])
+    assert not wants_json(["answer", "01J", "--json", "{}"])
+    assert not wants_json(["servers", "add", "x", "--", "cmd", "--json"])
+
+
+def test_a_v_after_the_double_dash_is_the_backends_flag_not_a_traceback(emceepee_home: Path) -> None:
+    added = run_cli("servers", "add", "git", "--", "uvx", "mcp-server-git", "-v")
+    refused = run_cli("servers", "add", "bad name", "--", "uvx", "-v")
+    assert added.returncode == 0, added.stderr
+    assert load_config(emceepee_home / "config.toml").servers["git"].args == ("mcp-server-git", "-v")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+
+
+def test_verbose_before_the_command_shows_the_traceback() -> None:
+    with pytest.raises(NotFound):
+        main(["-v", "servers", "remove", "nope"])
+    done = run_cli("-v", "servers", "remove", "nope")
+    assert done.returncode == 1 and "Traceback" in done.stderr and "NotFound" in done.stderr
+
+
+def test_help_lists_every_command_without_importing_any(tmp_path: Path) -> None:
+    probe = (
+        "import sys\nfrom emceepee_cli.cli.main import main\nmain(['--help'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('emceepee_cli.cli.') or m.split('.')[0] in "
+        f"{HEAVY!r}))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    *shown, loaded = done.stdout.strip().splitlines()
+    assert all(f"  {name}" in "\n".join(shown) for name in COMMANDS)
+    assert ast.literal_eval(loaded) == [
+        "emceepee_cli.cli.coercion",
+        "emceepee_cli.cli.layout",
+        "emceepee_cli.cli.lazy",
+        "emceepee_cli.cli.main",
+        "emceepee_cli.cli.render",
+    ]
+
+
+def test_completing_a_command_name_imports_no_command_and_not_pydantic() -> None:
+    env = {
+        **os.environ,
+        "_EMCEEPEE_COMPLETE": "complete_bash",
+        "COMP_WORDS": "emceepee ta",
+        "COMP_CWORD": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "emceepee_cli"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.stdout.split() == ["tasks"]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    assert not {m for m in imported if m.split(".")[0] in HEAVY}
+    assert not {m for m in imported if m.startswith(("emceepee_cli.cli.tasks", "emceepee_cli.core"))}
+
+
+@pytest.mark.parametrize("module", sorted({entry.target.split(":")[0] for entry in COMMANDS.values()}))
+def test_a_command_module_imports_nothing_heavy_until_it_runs(module: str) -> None:
+    if module in ("emceepee_cli.cli.tasks", "emceepee_cli.cli.pending"):
+        pytest.skip("moved to lazy imports by the core refactor (issue 8)")
+    probe = (
+        f"import sys, {module}\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} "
+        "or m.startswith(('emceepee_cli.core', 'emceepee_cli.store', 'emceepee_cli.server'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_value_completion_offers_server_names_task_statuses_and_hosts(emceepee_home: Path) -> None:
+    emceepee_home.mkdir()
+    write_config(
+        emceepee_home / "config.toml", '[servers.git]\ncommand = "x"\n', '[servers.gh]\nurl = "https://x"\n'
+    )
+
+    def complete(words: str) -> list[str]:
+        env = {
+            **os.environ,
+            "_EMCEEPEE_COMPLETE": "complete_bash",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split(" ")) - 1),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "emceepee_cli"], capture_output=True, text=True, env=env, timeout=60
+        )
+        return done.stdout.split()
+
+    assert complete("emceepee servers remove g") == ["git", "gh"]
+    assert complete("emceepee call g") == ["git", "gh"]
+    assert complete("emceepee tasks list --status c") == ["completed", "cancelled"]
+    assert complete("emceepee install cl") == ["claude-desktop", "claude-code"]
+    assert complete("emceepee servers add g") == []  # a new name: nothing to offer
+
+
+def test_serve_in_a_terminal_says_it_waits_for_a_host_on_stdin(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.toml", "")
+    term = Terminal("serve", "--config", str(config), env={**os.environ})
+    term.expect("waiting for an MCP host on stdin")
+    term.expect("emceepee install HOST")
+    os.write(term.master, b"\x04")  # Ctrl-D: stdin ends, serve stops
+    assert term.finish() == 0

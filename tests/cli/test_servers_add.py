@@ -1,0 +1,171 @@
+"""`servers add` parses its own options (only what follows `--` is the command) and resolves PATH;
+`servers enable/disable/show`; every server of the file is listed, broken ones too."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from emceepee_cli.config import load_config
+from tests.cli.clirun import cli
+from tests.support import write_config
+
+
+@pytest.fixture
+def config(emceepee_home: Path) -> Path:
+    emceepee_home.mkdir(exist_ok=True)
+    return emceepee_home / "config.toml"
+
+
+@pytest.fixture
+def host_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A host's PATH that holds only `hostcmd`; this shell's PATH adds a folder with `shellcmd`."""
+    host_bin, shell_bin = tmp_path / "host-bin", tmp_path / "shell-bin"
+    for folder, name in ((host_bin, "hostcmd"), (shell_bin, "shellcmd")):
+        folder.mkdir()
+        script = folder / name
+        script.write_text("#!/bin/sh\n")
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("EMCEEPEE_HOST_PATH", str(host_bin))
+    monkeypatch.setenv("PATH", f"{shell_bin}{os.pathsep}{os.environ['PATH']}")
+    return shell_bin
+
+
+def test_an_option_before_the_double_dash_is_emceepees(config: Path) -> None:
+    done = cli("servers", "add", "x", "--disabled", "--", "cmd", "--flag")
+    spec = load_config(config).servers["x"]
+    assert done.code == 0 and spec.command == "cmd" and spec.args == ("--flag",) and not spec.enabled
+
+
+def test_everything_after_the_double_dash_is_the_command_even_emceepees_options(config: Path) -> None:
+    done = cli("servers", "add", "x", "-e", "A=1", "--", "cmd", "--disabled", "-e", "B=2", "--json")
+    spec = load_config(config).servers["x"]
+    assert done.code == 0, done.err
+    assert spec.args == ("--disabled", "-e", "B=2", "--json") and spec.enabled and spec.env == {"A": "1"}
+
+
+def test_a_mistyped_option_is_an_error_and_nothing_is_written(config: Path) -> None:
+    done = cli("servers", "add", "x", "--disable", "--", "cmd")
+    assert done.code == 2 and "No such option: --disable" in done.err
+    assert not config.exists()
+
+
+def test_a_command_without_the_double_dash_is_refused(config: Path) -> None:
+    done = cli("servers", "add", "x", "cmd", "arg")
+    assert done.code == 2 and "unexpected extra argument" in done.err
+    assert not config.exists()
+
+
+def test_a_bad_value_names_the_option_it_came_from_not_the_config_file(config: Path) -> None:
+    bad_url = cli("servers", "add", "x", "--url", "ftp://host/mcp")
+    bad_header = cli("servers", "add", "x", "--url", "https://host/mcp", "-H", "nokey")
+    bad_ref = cli("servers", "add", "x", "-e", "T=${1BAD}", "--", "cmd")
+    assert "--url: must start with http:// or https://" in bad_url.err
+    assert "--header 'nokey' has no '='" in bad_header.err
+    assert "--env T:" in bad_ref.err
+    assert all(d.code == 2 and "config.toml" not in d.err for d in (bad_url, bad_header, bad_ref))
+    assert not config.exists()
+
+
+def test_a_command_only_this_shell_finds_is_saved_by_its_full_path_and_said_so(
+    config: Path, host_path: Path
+) -> None:
+    done = cli("servers", "add", "x", "--", "shellcmd", "--arg")
+    assert done.code == 0
+    assert load_config(config).servers["x"].command == str(host_path / "shellcmd")
+    assert (
+        "not on the PATH an MCP host usually gives emceepee" in done.err
+        and str(host_path / "shellcmd") in done.err
+    )
+
+
+def test_no_resolve_keeps_the_name_and_still_warns(config: Path, host_path: Path) -> None:
+    done = cli("servers", "add", "x", "--no-resolve", "--", "shellcmd")
+    assert done.code == 0 and load_config(config).servers["x"].command == "shellcmd"
+    assert "a host will not find it" in done.err
+
+
+def test_a_command_a_host_finds_is_kept_as_typed_without_a_warning(config: Path, host_path: Path) -> None:
+    done = cli("servers", "add", "x", "--", "hostcmd")
+    assert done.code == 0 and load_config(config).servers["x"].command == "hostcmd" and done.err == ""
+
+
+def test_a_command_nobody_finds_is_kept_and_the_warning_names_both_paths(
+    config: Path, host_path: Path
+) -> None:
+    done = cli("servers", "add", "x", "--", "nosuchcmd")
+    assert done.code == 0 and load_config(config).servers["x"].command == "nosuchcmd"
+    assert "was not found on PATH" in done.err and os.environ["EMCEEPEE_HOST_PATH"] in done.err
+
+
+def test_the_readmes_remote_example_is_listed_even_while_its_variable_is_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("API_TOKEN", raising=False)
+    config = tmp_path / "mine.toml"
+    added = cli(
+        "servers",
+        "add",
+        "remote",
+        "--url",
+        "https://example.com/mcp",
+        "-H",
+        "Authorization=Bearer ${API_TOKEN}",
+        "--config",
+        str(config),
+    )
+    listed = cli("servers", "list", "--config", str(config))
+    as_json = cli("servers", "list", "--config", str(config), "--json").json()
+    assert added.code == 0 and "${API_TOKEN} is not set" in added.err
+    assert listed.code == 0 and "remote  invalid" in listed.out
+    assert f"{config}: server 'remote', field 'headers.Authorization'" in listed.err
+    row = as_json["servers"][0]
+    assert row["name"] == "remote" and row["status"] == "invalid" and str(config) in row["problems"][0]
+
+
+def test_enable_and_disable_switch_a_server_and_say_when_nothing_changed(config: Path) -> None:
+    cli("servers", "add", "x", "--disabled", "--", "cmd")
+    enabled = cli("servers", "enable", "x")
+    again = cli("servers", "enable", "x")
+    assert load_config(config).servers["x"].enabled
+    disabled = cli("servers", "disable", "x", "--json")
+    assert not load_config(config).servers["x"].enabled
+    assert "now enabled" in enabled.out and "already enabled" in again.out
+    assert disabled.json() == {
+        "name": "x",
+        "enabled": False,
+        "changed": True,
+        "config": str(config),
+        "problems": [],
+    }
+
+
+def test_a_server_whose_variable_is_unset_can_still_be_disabled(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NOPE_TOKEN", raising=False)
+    write_config(config, '[servers.x]\nurl = "https://h/mcp"\nheaders = { A = "${NOPE_TOKEN}" }\n')
+    done = cli("servers", "disable", "x")
+    assert done.code == 0 and load_config(config).servers["x"].enabled is False
+
+
+def test_show_hides_a_literal_secret_and_shows_a_reference_as_written(config: Path) -> None:
+    write_config(
+        config,
+        '[servers.gh]\ncommand = "cmd"\n'
+        'env = { GITHUB_TOKEN = "ghp_0123456789abcdefghij", REF = "${GH}", DEBUG = "1" }\n',
+    )
+    done = cli("servers", "show", "gh", "--json")
+    server = done.json()["server"]
+    assert server["env"] == {"GITHUB_TOKEN": "<hidden: 24 characters>", "REF": "${GH}", "DEBUG": "1"}
+    assert "ghp_" not in cli("servers", "show", "gh").out
+    assert server["log"].endswith("gh.log") and server["host_path"]
+
+
+def test_show_names_an_unknown_server_with_the_known_ones(config: Path) -> None:
+    cli("servers", "add", "fs", "--", "cmd")
+    done = cli("servers", "show", "gh")
+    assert done.code == 2 and "Unknown server 'gh'" in done.err and "fs" in done.err
