@@ -22,7 +22,10 @@ if TYPE_CHECKING:
     from emceepee_cli.config import Config, ServerSpec
 
 ServerArg = Annotated[
-    str, typer.Argument(help="A server's name, as `emceepee servers list` shows it.", show_default=False)
+    str,
+    typer.Argument(
+        metavar="SERVER", help="A server's name, as `emceepee servers list` shows it.", show_default=False
+    ),
 ]
 WaitOpt = Annotated[float, typer.Option("--wait", help="Seconds to wait for the backends to start.")]
 
@@ -47,7 +50,10 @@ def _specs(loaded: Config, server: str | None) -> list[ServerSpec]:
 
 def tools(
     server: Annotated[
-        str | None, typer.Argument(help="Only this server (default: every enabled one).", show_default=False)
+        str | None,
+        typer.Argument(
+            metavar="SERVER", help="Only this server (default: every enabled one).", show_default=False
+        ),
     ] = None,
     pattern: Annotated[
         str | None,
@@ -62,7 +68,7 @@ def tools(
     config: ConfigOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """List the backends' tools: the backends are started for the occasion, then stopped."""
+    """List the backends' tools (started for the command, then stopped)."""
     import anyio
 
     from emceepee_cli import config as config_mod
@@ -98,12 +104,15 @@ def _first_line(text: str) -> str:
 def call(
     server: ServerArg,
     tool: Annotated[
-        str, typer.Argument(help="The tool's name, as `emceepee tools` shows it.", show_default=False)
+        str,
+        typer.Argument(
+            metavar="TOOL", help="The tool's name, as `emceepee tools` shows it.", show_default=False
+        ),
     ],
     pairs: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="[NAME=VALUE]...",
+            metavar="NAME=VALUE",
             help="Arguments; a value is JSON where the schema wants a non-string.",
             show_default=False,
         ),
@@ -121,8 +130,9 @@ def call(
     config: ConfigOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Call a backend's tool from the terminal, the backend started for the occasion.
+    """Call a backend's tool from the terminal.
 
+    The backend is started for the command, then stopped.
     Arguments are checked against the tool's input schema first (nothing is sent if they do not
     match). Progress is shown on stderr; a question the backend asks is asked here. Exits 3 if the
     tool answers with an error.

@@ -65,7 +65,11 @@ def serve_command() -> tuple[str, list[str]]:
 def demo(
     examples: Annotated[Path | None, typer.Option(help="Folder of the example backends.")] = None,
 ) -> None:
-    """Watch emceepee work: start `emceepee serve` on the example backends and call through it."""
+    """Watch emceepee work on its example backends.
+
+    Starts the real `emceepee serve` on the example backends and calls through it, as a host
+    would, in a throwaway folder.
+    """
     import anyio
 
     found = find_examples(examples)

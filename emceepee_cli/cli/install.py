@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 HostArg = Annotated[
     str,
     typer.Argument(
+        metavar="HOST",
         help="claude-desktop (or claude), claude-code, cursor, vscode, windsurf, gemini-cli, lm-studio.",
         show_default=False,
     ),
@@ -96,8 +97,9 @@ def install(
     ] = None,
     json: JsonOpt = False,
 ) -> None:
-    """Add emceepee to an MCP host's config (or remove it, with --uninstall).
+    """Add emceepee to an MCP host's config (or remove it).
 
+    With --uninstall, its entry is removed.
     The entry starts this very emceepee by the absolute path of its executable, so the host
     needs no PATH. Other keys of the file, and of an existing entry (its "env" above all), are
     kept; the file is backed up first; running it again changes nothing.

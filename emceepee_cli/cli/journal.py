@@ -53,7 +53,7 @@ def _count(count: int | dict[str, int]) -> str:
 
 
 def paths(config: ConfigOpt = None, db: DbOpt = None, json: JsonOpt = False) -> None:
-    """Where emceepee keeps its config, journal, backend logs and install key."""
+    """Where emceepee keeps its config, journal, logs and key."""
     from emceepee_cli import paths as paths_mod
     from emceepee_cli.core.hosts import HOSTS
     from emceepee_cli.core.sagas import KEY_FILE

@@ -80,12 +80,17 @@ def _latest(path: Path, n: int) -> list[str]:
 
 
 def logs(
-    server: Annotated[str | None, typer.Argument(help="Only this backend's log.", show_default=False)] = None,
+    server: Annotated[
+        str | None, typer.Argument(metavar="SERVER", help="Only this backend's log.", show_default=False)
+    ] = None,
     follow: FollowOpt = False,
     lines: LinesOpt = 20,
     json: JsonOpt = False,
 ) -> None:
-    """Show the backends' stderr logs (the latest lines of each), or follow them with -f."""
+    """Show (or follow) the backends' stderr logs.
+
+    The latest lines of each backend's log, or of one; -f keeps printing what is added.
+    """
     from emceepee_cli import paths
 
     folder = paths.logs_dir()
@@ -145,7 +150,10 @@ def events(
     db: DbOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Show (or follow) the journal's events: task states, backends connecting, notifications."""
+    """Show (or follow) the journal's events.
+
+    Task states, backends connecting or failing, notifications: what serve delivered to hosts.
+    """
     from emceepee_cli import paths
     from emceepee_cli.store import inspect
 

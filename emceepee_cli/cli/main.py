@@ -41,17 +41,23 @@ COMMANDS: dict[str, Lazy] = {
     "doctor": Lazy(
         "emceepee_cli.cli.doctor:doctor", "Check the config, the journal, every backend and every host."
     ),
-    "servers": Lazy("emceepee_cli.cli.servers:app", "List, add, remove, enable and disable backend servers."),
+    "servers": Lazy(
+        "emceepee_cli.cli.servers:app", "List, add, remove, enable and disable backend servers in the config."
+    ),
     "tools": Lazy(
-        "emceepee_cli.cli.call:tools", "List the tools of the backends (started for the occasion)."
+        "emceepee_cli.cli.call:tools", "List the backends' tools (started for the command, then stopped)."
     ),
     "call": Lazy("emceepee_cli.cli.call:call", "Call a backend's tool from the terminal."),
     "tasks": Lazy(
-        "emceepee_cli.cli.tasks:app", "List, inspect and cancel tasks (calls that outlived their wait)."
+        "emceepee_cli.cli.tasks:app", "List, inspect and cancel tasks (tool calls that outlived their wait)."
     ),
-    "pending": Lazy("emceepee_cli.cli.pending:pending", "List the questions backends are waiting on."),
+    "pending": Lazy(
+        "emceepee_cli.cli.pending:pending",
+        "List the questions backends are waiting on; answer one with: emceepee answer ID.",
+    ),
     "answer": Lazy(
-        "emceepee_cli.cli.pending:answer", "Answer a backend's question: a form, a URL or a sampling request."
+        "emceepee_cli.cli.pending:answer",
+        "Answer a backend's question: a form, a URL to visit, or a sampling request.",
     ),
     "logs": Lazy("emceepee_cli.cli.logs:logs", "Show (or follow) the backends' stderr logs."),
     "events": Lazy("emceepee_cli.cli.logs:events", "Show (or follow) the journal's events."),
@@ -77,6 +83,8 @@ class EmceepeeGroup(LazyGroup):
 app = typer.Typer(
     cls=EmceepeeGroup,
     help="emceepee: one MCP server that reaches all of yours.",
+    epilog="Exit codes: 0 done; 1 a check failed; 2 bad input; 3 a backend failed; 4 the journal cannot be "
+    "used; 130 interrupted. With --json, an error is a JSON object on stdout. Reference: docs/cli.md",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -99,11 +107,7 @@ def root(
         bool, typer.Option("--verbose", "-v", help="Show a traceback with an error (for bug reports).")
     ] = False,
 ) -> None:
-    """emceepee: one MCP server that reaches all of yours.
-
-    Exit codes: 0 done; 1 a check failed; 2 bad input; 3 a backend failed; 4 the journal cannot
-    be used; 130 interrupted. With --json, an error is a JSON object on stdout.
-    """
+    """emceepee: one MCP server that reaches all of yours."""
     Invocation.verbose = Invocation.verbose or verbose
 
 

@@ -25,13 +25,16 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
 )
-NameArg = Annotated[str, typer.Argument(help="The server's name.", show_default=False)]
+NameArg = Annotated[str, typer.Argument(metavar="NAME", help="The server's name.", show_default=False)]
 STATUSES = ("enabled", "disabled", "invalid")
 
 
 class AfterDashDash(TyperCommand):
     """A command whose trailing arguments are taken only after `--`: everything before it is parsed
     as options and arguments (so a mistyped option is an error, never part of the command)."""
+
+    def collect_usage_pieces(self, ctx: _click.Context) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "[-- COMMAND [ARGS]...]"]
 
     def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
         if "--" in args:
@@ -137,7 +140,7 @@ def find_row(name: str, path: Path) -> dict[str, Any]:
 
 @app.command("list")
 def list_(config: ConfigOpt = None, json: JsonOpt = False) -> None:
-    """List every server in the config, with what is wrong with the ones that cannot start."""
+    """List every server in the config, broken ones too (with what is wrong)."""
     from emceepee_cli import paths
 
     path = paths.config_path(config)
@@ -156,7 +159,7 @@ def list_(config: ConfigOpt = None, json: JsonOpt = False) -> None:
         render.warn(problem)
 
 
-@app.command("add", cls=AfterDashDash, options_metavar="[OPTIONS] [-- COMMAND [ARGS]...]")
+@app.command("add", cls=AfterDashDash)
 def add(
     ctx: typer.Context,
     name: NameArg,
@@ -187,7 +190,9 @@ def add(
     config: ConfigOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Add a server: `emceepee servers add git -- uvx mcp-server-git`, or `--url https://…`.
+    """Add a server: a command after `--`, or --url.
+
+    E.g. `emceepee servers add git -- uvx mcp-server-git`, or `--url https://…`.
 
     Everything after `--` is the command and its arguments, as they are; everything before it is
     emceepee's. A bare command name found only on this shell's PATH (not on the PATH a host gives
@@ -232,7 +237,10 @@ def enable(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> No
 
 @app.command("disable")
 def disable(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> None:
-    """Switch a server off, keeping its settings (serve leaves it stopped from its next start)."""
+    """Switch a server off, keeping its settings.
+
+    serve leaves it stopped from its next start.
+    """
     _switch(name, False, config, json)
 
 
@@ -253,7 +261,11 @@ def _switch(name: str, on: bool, config: Path | None, json: bool) -> None:
 
 @app.command("show")
 def show(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> None:
-    """Show one server: its settings as written (secrets hidden), where its command is found, its log."""
+    """Show one server's settings (secrets hidden).
+
+    As written in the config, with where its command is found (for a host, and in this shell)
+    and where its log is.
+    """
     from emceepee_cli import paths
     from emceepee_cli.cli import editing
 

@@ -156,3 +156,9 @@ def test_serve_in_a_terminal_says_it_waits_for_a_host_on_stdin(tmp_path: Path) -
     term.expect("emceepee install HOST")
     os.write(term.master, b"\x04")  # Ctrl-D: stdin ends, serve stops
     assert term.finish() == 0
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_the_listed_help_of_a_command_is_its_own(name: str) -> None:
+    """`emceepee --help` lists commands without loading them: their one-line help must not drift."""
+    assert COMMANDS[name].help == COMMANDS[name].load(name).get_short_help_str(limit=1000)

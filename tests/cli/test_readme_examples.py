@@ -1,0 +1,91 @@
+"""Every `emceepee` line of the README's bash examples runs as written, in order, in a fresh home.
+
+The home has what the examples assume of a reader's machine: a Cursor config with a server in it
+(for `import`), `uvx` on the PATH (a stand-in that runs the example backend), and a host's PATH
+that has it too. `emceepee demo` (tests/cli/test_demo.py) and `emceepee serve` (it waits for a
+host) are tested elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import EXAMPLES, ROOT
+
+ELSEWHERE = ("demo", "serve")
+
+
+def readme_commands() -> list[str]:
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    lines = [line.strip() for block in blocks for line in block.splitlines()]
+    return [line for line in lines if line.startswith("emceepee ") and line.split()[1] not in ELSEWHERE]
+
+
+@pytest.fixture
+def machine(tmp_path: Path) -> dict[str, str]:
+    home, tools = tmp_path / "home", tmp_path / "bin"
+    (home / ".cursor").mkdir(parents=True)
+    (home / ".cursor" / "mcp.json").write_text(
+        json.dumps({"mcpServers": {"fetch": {"command": "uvx", "args": ["mcp-server-fetch"]}}})
+    )
+    tools.mkdir()
+    for name, target in (
+        ("uvx", f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLES / 'echo.py'))}"),
+        ("python3", shlex.quote(sys.executable) + ' "$@"'),
+    ):
+        script = tools / name
+        script.write_text(f"#!/bin/sh\nexec {target}\n")
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    path = f"{tools}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin"
+    return {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "EMCEEPEE_HOME": str(tmp_path / "emceepee"),
+        "PATH": path,
+        "EMCEEPEE_HOST_PATH": path,
+    }
+
+
+def test_the_readme_has_examples_of_every_command_group() -> None:
+    commands = " ".join(readme_commands())
+    for word in (
+        "install",
+        "import",
+        "servers add",
+        "servers list",
+        "tools",
+        "call",
+        "doctor",
+        "logs",
+        "events",
+        "journal status",
+        "paths",
+    ):
+        assert f"emceepee {word}" in commands
+
+
+def test_every_readme_example_runs_as_written(machine: dict[str, str]) -> None:
+    for line in readme_commands():
+        done = subprocess.run(
+            ["bash", "-c", line], cwd=ROOT, env=machine, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+        assert "Traceback" not in done.stderr, line
+    listed = subprocess.run(
+        ["bash", "-c", "emceepee servers list --json"],
+        env=machine,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert {s["name"] for s in json.loads(listed.stdout)["servers"]} >= {"git", "remote", "echo", "fetch"}
