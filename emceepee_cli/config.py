@@ -105,13 +105,14 @@ class ConfigProblem:
     server: str | None
     field: str | None
     message: str
+    file: str = "config.toml"  # the name of the file it is in (load_config sets it)
 
     def __str__(self) -> str:
         # A name with a newline or a control character is shown escaped, on one line.
         shown = self.server if self.server is None or self.server.isprintable() else repr(self.server)[1:-1]
         where = [f"server '{shown}'"] if shown is not None else []
         where += [f"field '{self.field}'"] if self.field is not None else []
-        return ": ".join(["config.toml", *([", ".join(where)] if where else []), self.message])
+        return ": ".join([self.file, *([", ".join(where)] if where else []), self.message])
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ def load_config(path: Path | None = None) -> Config:
     problems = [_unknown(None, key, TOP_LEVEL, "top-level table") for key in doc if key not in TOP_LEVEL]
     defaults, defaults_problems = _parse_defaults(doc.get("defaults", {}))
     servers, server_problems = _parse_servers(doc.get("servers", {}))
-    return Config(path, defaults, servers, tuple(problems + defaults_problems + server_problems))
+    found = problems + defaults_problems + server_problems
+    return Config(path, defaults, servers, tuple(replace(p, file=path.name) for p in found))
 
 
 def check_spec(spec: ServerSpec) -> None:
