@@ -13,6 +13,8 @@ import pytest
 from emceepee_cli.cli.main import COMMANDS, main, wants_json
 from emceepee_cli.config import load_config
 from emceepee_cli.errors import NotFound
+from emceepee_cli.store.db import now_iso
+from emceepee_cli.store.journal import Journal
 from tests.cli.clirun import cli
 from tests.support import Terminal, run_cli, write_config
 
@@ -162,3 +164,43 @@ def test_serve_in_a_terminal_says_it_waits_for_a_host_on_stdin(tmp_path: Path) -
 def test_the_listed_help_of_a_command_is_its_own(name: str) -> None:
     """`emceepee --help` lists commands without loading them: their one-line help must not drift."""
     assert COMMANDS[name].help == COMMANDS[name].load(name).get_short_help_str(limit=1000)
+
+
+def test_value_completion_offers_task_and_question_ids_from_the_journal(emceepee_home: Path) -> None:
+    journal = Journal()
+    at = now_iso()
+    task = {"instance_id": "i", "server": "echo", "tool": "slow", "args": {}, "status": "working"}
+    journal.insert_task(
+        {**task, "task_id": "01TASKAAAAAAAAAAAAAAAAAAAA", "created_at": at, "last_updated_at": at}
+    )
+    question = {
+        "instance_id": "i",
+        "server": "tracker",
+        "kind": "elicitation",
+        "params": {},
+        "status": "pending",
+    }
+    journal.insert_pending(
+        {**question, "request_id": "01ASKBBBBBBBBBBBBBBBBBBBBB", "created_at": at, "expires_at": at}
+    )
+    journal.close()
+
+    def complete(words: str) -> list[str]:
+        env = {**os.environ, "_EMCEEPEE_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": "3"}
+        done = subprocess.run(
+            [sys.executable, "-m", "emceepee_cli"], capture_output=True, text=True, env=env, timeout=60
+        )
+        return done.stdout.split()
+
+    assert complete("emceepee tasks show 01T") == ["01TASKAAAAAAAAAAAAAAAAAAAA"]
+    assert complete("emceepee tasks cancel 01") == ["01TASKAAAAAAAAAAAAAAAAAAAA"]
+    env = {
+        **os.environ,
+        "_EMCEEPEE_COMPLETE": "complete_bash",
+        "COMP_WORDS": "emceepee answer 01",
+        "COMP_CWORD": "2",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "emceepee_cli"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.stdout.split() == ["01ASKBBBBBBBBBBBBBBBBBBBBB"]
