@@ -20,6 +20,7 @@ from typer import _click
 from typer._coercion import RuntimeParam, TypeDescriptor
 
 _PLAIN: dict[Any, Callable[[Any], Any]] = {str: str, int: int, float: float, Path: Path}
+_WHAT = {int: "a whole number", float: "a number", bool: "a flag", Path: "a path", str: "text"}
 
 
 @dataclass(frozen=True)
@@ -28,14 +29,16 @@ class PlainRuntimeParam(RuntimeParam):
 
     convert: Callable[[Any], Any]
     many: bool
+    item_type: Any = None
 
     def _coerce_value(self, value: Any, param: Any, ctx: _click.Context) -> Any:
         try:
             if self.many:
                 return [self.convert(item) for item in value]
             return self.convert(value)
-        except (TypeError, ValueError) as exc:
-            raise typer.BadParameter(f"{value!r} is not a valid value: {exc}", ctx=ctx, param=param) from None
+        except (TypeError, ValueError):
+            what = _WHAT.get(self.item_type, "a valid value")
+            raise typer.BadParameter(f"{value!r} is not {what}.", ctx=ctx, param=param) from None
 
 
 def _flag(value: Any) -> bool:
@@ -67,7 +70,11 @@ def plain(descriptor: TypeDescriptor) -> RuntimeParam | None:
     if convert is None:
         return None
     return PlainRuntimeParam(
-        parameter_info=info, annotation=descriptor.annotation, convert=convert, many=many
+        parameter_info=info,
+        annotation=descriptor.annotation,
+        convert=convert,
+        many=many,
+        item_type=annotation,
     )
 
 

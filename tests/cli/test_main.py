@@ -204,3 +204,8 @@ def test_value_completion_offers_task_and_question_ids_from_the_journal(emceepee
         [sys.executable, "-m", "emceepee_cli"], capture_output=True, text=True, env=env, timeout=60
     )
     assert done.stdout.split() == ["01ASKBBBBBBBBBBBBBBBBBBBBB"]
+
+
+def test_a_value_of_the_wrong_type_is_a_usage_error_naming_the_option() -> None:
+    done = cli("logs", "-n", "many")
+    assert done.code == 2 and "'many' is not a whole number" in done.err and "-n" in done.err
