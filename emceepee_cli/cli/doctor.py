@@ -35,8 +35,8 @@ def doctor(
     from emceepee_cli import paths
     from emceepee_cli.core import doctor as checks_mod
 
-    config_checks, loaded = checks_mod.config_checks(paths.config_path(config))
     host_checks, host_env = checks_mod.host_checks()
+    config_checks, loaded = checks_mod.config_checks(paths.config_path(config), host_env)
     checks = config_checks + checks_mod.journal_checks(paths.db_path(db))
     if loaded is not None and loaded.servers and not no_backends:
         env = checks_mod.host_environment(host_env)

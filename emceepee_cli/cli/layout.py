@@ -34,7 +34,7 @@ def table(columns: list[str], rows: list[list[str]], width: int | None) -> Shown
     if width is None or total <= width:
         return Shown([_join(cells, natural) for cells in [columns, *rows]], records=False)
     widths = _fit(natural, width)
-    if widths is None:
+    if widths is None or _breaks_words(rows, widths):
         return Shown(_records(columns, rows, width), records=True)
     out = [_join(columns, widths)]
     for row in rows:
@@ -70,6 +70,13 @@ def _fit(natural: list[int], width: int) -> list[int] | None:
         shares[widest] -= 1
     it = iter(shares)
     return [w if f else next(it) for w, f in zip(natural, fixed, strict=True)]
+
+
+def _breaks_words(rows: list[list[str]], widths: list[int]) -> bool:
+    """Wrapping at `widths` would cut a word (a path, a URL): label: value lines read better."""
+    return any(
+        len(word) > w for row in rows for cell, w in zip(row, widths, strict=True) for word in cell.split()
+    )
 
 
 def _wrap(text: str, width: int | None) -> list[str]:

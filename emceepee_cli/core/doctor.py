@@ -41,14 +41,17 @@ class Check:
 # ---- config ------------------------------------------------------------------------------------
 
 
-def config_checks(path: Path) -> tuple[list[Check], Config | None]:
+def config_checks(path: Path, host_env: Mapping[str, str]) -> tuple[list[Check], Config | None]:
+    """The config's checks. A `${VAR}` counts as set here if this shell or a host's entry sets it:
+    which of the two a backend really gets is the backend check's business."""
     from emceepee_cli import config as config_mod
 
     if not path.exists():
         fix = "emceepee servers add NAME -- COMMAND [ARGS…], or emceepee import HOST"
         return [Check("config", str(path), "note", "no config file yet: no backends", fix)], None
     try:
-        loaded = config_mod.load_config(path)
+        with environment({**os.environ, **host_env}):
+            loaded = config_mod.load_config(path)
     except ConfigError as exc:
         return [Check("config", str(path), "fail", exc.message, f"edit {path} ({exc.hint})")], None
     checks = [Check("config", str(path), "ok", f"{len(loaded.servers)} server(s) can start")]

@@ -75,3 +75,10 @@ def test_servers_list_on_a_50_column_terminal_fits_it(tmp_path: Path) -> None:
     lines = [line for line in term.text.splitlines() if line.strip()]
     assert all(len(line) <= 50 for line in lines[1:]), lines  # the title is the config's path
     assert "some-command --with several arguments" in " ".join(" ".join(lines).split())
+
+
+def test_a_path_too_long_for_its_wrapped_column_is_shown_whole_as_records() -> None:
+    path = "/home/someone/.local/share/venvs/tools/bin/mcp-server-git"
+    shown = layout.table(["name", "status", "target"], [["git", "enabled", f"{path} --repository ~/src"]], 60)
+    assert shown.records and any(path in line for line in shown.lines)
+    assert all(len(line) <= 60 for line in shown.lines)
