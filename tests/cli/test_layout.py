@@ -78,7 +78,8 @@ def test_servers_list_on_a_50_column_terminal_fits_it(tmp_path: Path) -> None:
 
 
 def test_a_path_too_long_for_its_wrapped_column_is_shown_whole_as_records() -> None:
-    path = "/home/someone/.local/share/venvs/tools/bin/mcp-server-git"
+    path = "/home/someone/.local/venvs/tool/bin/mcp-server-git"  # 50 characters
+    assert len(path) == 50
     shown = layout.table(["name", "status", "target"], [["git", "enabled", f"{path} --repository ~/src"]], 60)
     assert shown.records and any(path in line for line in shown.lines)
     assert all(len(line) <= 60 for line in shown.lines)
