@@ -15,7 +15,6 @@ import math
 import sys
 import webbrowser
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -23,6 +22,7 @@ import typer
 from emceepee_cli.cli import render
 from emceepee_cli.cli.options import DbOpt, JsonOpt
 from emceepee_cli.cli.tasks import open_journal
+from emceepee_cli.clock import age
 from emceepee_cli.core import schema
 from emceepee_cli.core.calls import sampling_answer
 from emceepee_cli.core.pending import SAMPLING, already_answered, check_answer
@@ -149,14 +149,6 @@ def content_text(content: Any) -> str:
         for b in blocks
         if isinstance(b, dict)
     )
-
-
-def age(at: str, now: datetime | None = None) -> str:
-    seconds = max(0, int(((now or datetime.now(UTC)) - datetime.fromisoformat(at)).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def show(row: dict[str, Any]) -> None:

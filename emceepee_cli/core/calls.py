@@ -16,9 +16,9 @@ from typing import Any
 import anyio
 import mcp_types as types
 
+from emceepee_cli.clock import now_iso
 from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.ids import new_id
-from emceepee_cli.store.journal import now_iso
 from emceepee_cli.store.records import FINISHED_TASK, TaskStatus, task_json
 
 log = logging.getLogger(__name__)

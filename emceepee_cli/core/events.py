@@ -22,8 +22,8 @@ from typing import Any
 
 import anyio
 
+from emceepee_cli.clock import now_iso
 from emceepee_cli.ids import new_id
-from emceepee_cli.store.journal import now_iso
 
 EVENTS_KEPT = 1000
 EVENTS_PER_REPLY = 100

@@ -13,7 +13,7 @@ import json
 from collections import deque
 from typing import Any
 
-from emceepee_cli.store.journal import now_iso
+from emceepee_cli.clock import now_iso
 
 NOTIFICATIONS_KEPT = 1000
 LOGS_KEPT = 5000

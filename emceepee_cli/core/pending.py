@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
+from emceepee_cli.clock import now_iso
 from emceepee_cli.core import schema
 from emceepee_cli.errors import BackendError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import new_id, resolve_prefix
-from emceepee_cli.store.journal import now_iso
 from emceepee_cli.store.records import ElicitationStatus, SamplingStatus, question_json
 
 if TYPE_CHECKING:

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
+from emceepee_cli.clock import now_iso
 from emceepee_cli.core import sagas
 from emceepee_cli.core.backend import describe
 from emceepee_cli.core.calls import KINDS, Call, CallState, Relay, Round, outcome, step_answer
 from emceepee_cli.core.pending import already_answered, backend_reply
 from emceepee_cli.errors import BackendError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import resolve_prefix
-from emceepee_cli.store.journal import now_iso
 from emceepee_cli.store.records import TaskStatus, task_json
 
 if TYPE_CHECKING:

@@ -40,11 +40,6 @@ class HasPath(Protocol):
 S = TypeVar("S", bound=HasPath)
 
 
-def now_iso(offset_s: float = 0.0) -> str:
-    t = time.time() + offset_s
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
-
-
 def journal_error(exc: sqlite3.Error, path: Path | str) -> JournalError:
     """SQLite's failure as a JournalError that names the file and the next thing to do."""
     name = getattr(exc, "sqlite_errorname", "") or ""

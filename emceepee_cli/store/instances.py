@@ -24,8 +24,9 @@ from typing import Any
 
 import sqlite_utils
 
+from emceepee_cli.clock import now_iso
 from emceepee_cli.store import proc
-from emceepee_cli.store.db import immediate, mapped, now_iso
+from emceepee_cli.store.db import immediate, mapped
 from emceepee_cli.store.records import ElicitationStatus, TaskStatus
 
 HEARTBEAT_S = 5.0

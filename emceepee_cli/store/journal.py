@@ -25,14 +25,15 @@ import anyio
 import anyio.to_thread
 
 from emceepee_cli import paths
+from emceepee_cli.clock import now_iso
 from emceepee_cli.errors import JournalError
 from emceepee_cli.redact import redact, redact_data
-from emceepee_cli.store.db import close_quietly, connect, file_id, mapped, now_iso
+from emceepee_cli.store.db import close_quietly, connect, file_id, mapped
 from emceepee_cli.store.instances import HEARTBEAT_S, ORPHANED, STALE_AFTER_S, Instances, owns_by_mistake
 from emceepee_cli.store.records import ElicitationStatus, TaskStatus
 from emceepee_cli.store.recovery import Recovery
 
-__all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "AsyncJournal", "Journal", "now_iso"]
+__all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "AsyncJournal", "Journal"]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -21,8 +21,9 @@ from typing import Any
 
 import sqlite_utils
 
+from emceepee_cli.clock import now_iso
 from emceepee_cli.store import proc
-from emceepee_cli.store.db import close_quietly, connect, file_id, now_iso
+from emceepee_cli.store.db import close_quietly, connect, file_id
 
 log = logging.getLogger(__name__)
 

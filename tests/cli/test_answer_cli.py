@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from emceepee_cli.store.journal import Journal, now_iso
+from emceepee_cli.clock import now_iso
+from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import question_json
 from tests.support import Terminal, run_cli
 

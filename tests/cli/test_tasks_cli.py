@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from emceepee_cli.store.journal import Journal, now_iso
+from emceepee_cli.clock import now_iso
+from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskStatus
 from tests.support import run_cli
 

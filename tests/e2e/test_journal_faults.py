@@ -19,7 +19,8 @@ import anyio.abc
 import pytest
 
 from emceepee_cli.store.instances import STALE_ENV
-from emceepee_cli.store.journal import Journal, now_iso
+from emceepee_cli.clock import now_iso
+from emceepee_cli.store.journal import Journal
 from tests.support import RawHost, example_table, run_cli, serve_command, write_config
 
 pytestmark = pytest.mark.anyio

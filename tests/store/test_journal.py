@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from emceepee_cli.errors import JournalError
-from emceepee_cli.store.journal import Journal, now_iso
+from emceepee_cli.clock import now_iso
+from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.migrations import migrations
 from emceepee_cli.store.records import TaskStatus
 
