@@ -26,10 +26,9 @@ from emceepee_cli.clock import age
 from emceepee_cli.core import schema
 from emceepee_cli.core.calls import sampling_answer
 from emceepee_cli.core.pending import SAMPLING, already_answered, check_answer
-from emceepee_cli.errors import NotFound, UsageError
-from emceepee_cli.ids import resolve_prefix
+from emceepee_cli.errors import UsageError
 from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import TaskStatus, question_json
+from emceepee_cli.store.records import PendingRow, TaskStatus, params_of, question_json
 
 LISTING = "See them with: emceepee pending"
 # The flags each shape of question takes, and how to say so.
@@ -117,24 +116,17 @@ def answer(
 # ---- finding and showing a question ---------------------------------------------------------
 
 
-def find(journal: Journal, request_id: str) -> dict[str, Any]:
-    row = journal.pending_row(resolve_prefix(request_id, journal.pending_ids(), "question", LISTING))
-    if row is None:
-        raise NotFound(f"No question '{request_id}'.", hint=LISTING)
-    return row
+def find(journal: Journal, request_id: str) -> PendingRow:
+    return journal.resolve_question(request_id, LISTING, what="question")
 
 
-def params_of(row: dict[str, Any]) -> dict[str, Any]:
-    return jsonlib.loads(row["params"]) if isinstance(row["params"], str) else row["params"]
-
-
-def shape(row: dict[str, Any]) -> str:
+def shape(row: PendingRow) -> str:
     if row["kind"] == SAMPLING:
         return "sampling"
     return "url" if params_of(row).get("mode") == "url" else "form"
 
 
-def question_text(row: dict[str, Any]) -> str:
+def question_text(row: PendingRow) -> str:
     params = params_of(row)
     if row["kind"] == SAMPLING:
         messages = params.get("messages") or []
@@ -151,7 +143,7 @@ def content_text(content: Any) -> str:
     )
 
 
-def show(row: dict[str, Any]) -> None:
+def show(row: PendingRow) -> None:
     params = params_of(row)
     task = f", task {row['task_id']}" if row.get("task_id") else ""
     asked = f"asked {age(row['created_at'])} ago"
@@ -172,7 +164,7 @@ def show(row: dict[str, Any]) -> None:
 # ---- who will deliver the answer ----------------------------------------------------------------
 
 
-def deliverer(journal: Journal, row: dict[str, Any]) -> str:
+def deliverer(journal: Journal, row: PendingRow) -> str:
     """How the answer reaches the backend, or an error (and nothing written) when nothing can pass it on."""
     if row["status"] != "pending":
         raise _not_pending(row)
@@ -184,7 +176,7 @@ def deliverer(journal: Journal, row: dict[str, Any]) -> str:
         if owner is not None
         else "(no record of it)"
     )
-    task = journal.task(row["task_id"]) if row.get("task_id") else None
+    task = journal.task(row["task_id"]) if row["task_id"] else None
     if task is not None and task.get("request_state") is not None and task["status"] == TaskStatus.WORKING:
         return (
             f"the emceepee process that asked {seen} has stopped; the answer will be delivered when emceepee "
@@ -197,7 +189,7 @@ def deliverer(journal: Journal, row: dict[str, Any]) -> str:
     )
 
 
-def _not_pending(row: dict[str, Any]) -> UsageError:
+def _not_pending(row: PendingRow) -> UsageError:
     base = already_answered(row)
     return UsageError(f"{base.message} ({row['error']})", hint=base.hint) if row.get("error") else base
 
@@ -228,7 +220,7 @@ class Given:
         }
         return {flag for flag, on in flags.items() if on}
 
-    def check(self, row: dict[str, Any]) -> None:
+    def check(self, row: PendingRow) -> None:
         kind, rid = shape(row), row["request_id"]
         if wrong := sorted(self.used - ALLOWED[kind]):
             what = {"form": "a form", "url": "a URL question", "sampling": "a sampling request"}[kind]
@@ -245,7 +237,7 @@ class Given:
             )
 
 
-def build_reply(row: dict[str, Any], given: Given) -> dict[str, Any]:
+def build_reply(row: PendingRow, given: Given) -> dict[str, Any]:
     kind, params = shape(row), params_of(row)
     if given.decline or given.cancel:
         return {"action": "decline" if given.decline else "cancel"}
@@ -290,7 +282,7 @@ def ask_text() -> str:
     return text
 
 
-def ask_done(row: dict[str, Any]) -> dict[str, Any]:
+def ask_done(row: PendingRow) -> dict[str, Any]:
     if render.ask("Done? [y/N] ").strip().lower() in ("y", "yes"):
         return {}
     raise UsageError(

@@ -13,15 +13,15 @@ from emceepee_cli.cli.options import DbOpt, JsonOpt
 from emceepee_cli.core import leftovers
 from emceepee_cli.core.calls import outcome
 from emceepee_cli.errors import JournalError, NotFound, UsageError
-from emceepee_cli.ids import resolve_prefix
 from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import TaskStatus, task_json
+from emceepee_cli.store.records import TaskRow, TaskStatus, task_json
 
 app = typer.Typer(
     help="List, inspect and cancel tasks (tool calls that outlived their wait).", no_args_is_help=True
 )
 
 IdArg = Annotated[str, typer.Argument(help="A task id, or any unique prefix of one.")]
+LISTING = "See them with: emceepee tasks list --all"
 
 
 def open_journal(db: object) -> Journal:
@@ -33,12 +33,10 @@ def open_journal(db: object) -> Journal:
     return journal
 
 
-def find(journal: Journal, task_id: str) -> dict[str, object]:
-    row = journal.task(
-        resolve_prefix(task_id, journal.task_ids(), "task", "See them with: emceepee tasks list --all")
-    )
+def find(journal: Journal, task_id: str) -> TaskRow:
+    row = journal.task(journal.resolve_task(task_id, listing=LISTING))
     if row is None:
-        raise NotFound(f"No task '{task_id}'.")
+        raise NotFound(f"No task '{task_id}'.", hint=LISTING)
     return row
 
 
@@ -108,8 +106,9 @@ def cancel(task_id: IdArg, db: DbOpt = None) -> None:
     """Ask the emceepee process that owns a working task to cancel its backend call."""
     journal = open_journal(db)
     row = find(journal, task_id)
-    if row["status"] != TaskStatus.WORKING or not journal.request_cancel(str(row["task_id"])):
-        raise UsageError(f"Task {row['task_id']} is already {journal.task(str(row['task_id']))['status']}.")  # type: ignore[index]
+    if row["status"] != TaskStatus.WORKING or not journal.request_cancel(row["task_id"]):
+        now = journal.task(row["task_id"]) or row
+        raise UsageError(f"Task {row['task_id']} is already {now['status']}.")
     render.line(
         f"Asked the emceepee process that owns task {row['task_id']} to cancel it (it checks several times a second)."
     )

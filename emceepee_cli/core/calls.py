@@ -19,7 +19,7 @@ import mcp_types as types
 from emceepee_cli.clock import now_iso
 from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.ids import new_id
-from emceepee_cli.store.records import FINISHED_TASK, TaskStatus, task_json
+from emceepee_cli.store.records import FINISHED_TASK, BadTransition, TaskRow, TaskStatus, task_json
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +74,6 @@ CALL_TRANSITIONS: dict[CallState, dict[CallState, str]] = {
 }
 
 ENDED = (CallState.ANSWERED, CallState.FINISHED)
-
-
-class BadTransition(RuntimeError):
-    """A call was asked to move in a way its state machine does not allow (a bug in emceepee)."""
 
 
 @dataclass(eq=False)
@@ -145,10 +141,11 @@ class Call:
         fired.set()
 
 
-def outcome(row: dict[str, Any]) -> types.CallToolResult | dict[str, Any]:
+def outcome(row: TaskRow) -> types.CallToolResult | dict[str, Any]:
     """A finished task's result as the backend sent it; a failure as our error; else the task."""
     status = TaskStatus(row["status"])
     if status == TaskStatus.COMPLETED:
+        assert row["result"] is not None, row  # a completed task always keeps its result
         return types.CallToolResult.model_validate_json(row["result"])
     if status in FINISHED_TASK:
         raise TaskEnded(

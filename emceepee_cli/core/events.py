@@ -24,15 +24,16 @@ import anyio
 
 from emceepee_cli.clock import now_iso
 from emceepee_cli.ids import new_id
+from emceepee_cli.store.journal import Journal
 
 EVENTS_KEPT = 1000
 EVENTS_PER_REPLY = 100
 
 
 class Events:
-    def __init__(self, instance_id: str, persist: Callable[[str, Any], None]) -> None:
+    def __init__(self, instance_id: str, persist: Callable[..., None]) -> None:
         self.instance_id = instance_id
-        self._persist = persist  # schedules a journal call: (method name, argument)
+        self._persist = persist  # schedules a journal call: (method, arguments)
         self._undelivered: deque[dict[str, Any]] = deque()
         self._coalescing: dict[str, dict[str, Any]] = {}  # key -> the undelivered event repeats count on
         self._keys: dict[str, str] = {}  # event_id -> its coalescing key
@@ -58,7 +59,7 @@ class Events:
         if coalesce is not None:
             self._coalescing[coalesce] = event
             self._keys[event["event_id"]] = coalesce
-        self._persist("add_event", {**event, "instance_id": self.instance_id})
+        self._persist(Journal.add_event, self.instance_id, event)
         self._wake()
         return event
 
@@ -74,10 +75,10 @@ class Events:
             event = self._undelivered.popleft()
             self._forget(event)
             if event["data"].get("count", 1) > 1:  # journaled with the count it had then
-                self._persist("update_event_data", (event["event_id"], event["data"]))
+                self._persist(Journal.update_event_data, event["event_id"], event["data"])
             taken.append(event)
         if taken:
-            self._persist("set_cursor", (self.instance_id, taken[-1]["event_id"]))
+            self._persist(Journal.set_cursor, self.instance_id, taken[-1]["event_id"])
         if self._undelivered:  # held back, not lost: say so, so the model knows to ask again
             taken.append(self._waiting_note())
         return taken
@@ -126,5 +127,5 @@ class Events:
             "created_at": now_iso(),
             "data": data,
         }
-        self._persist("add_event", {**event, "instance_id": self.instance_id})
+        self._persist(Journal.add_event, self.instance_id, event)
         return event

@@ -34,8 +34,9 @@ from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_
 from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
 from emceepee_cli.redact import redact, redact_data
+from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.instances import heartbeat_s
-from emceepee_cli.store.journal import AsyncJournal
+from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskStatus
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class Hub:
         self.log_dir = log_dir
         self.backends: dict[str, Backend] = {}
         self.heard = Heard()  # notifications and logs, for get_notifications and get_logs
-        self.events = Events(instance_id, self._persist)
+        self.events = Events(instance_id, self.persist)
         self.tasks = Tasks(self)
         self.questions = Questions(self)
         self.install_key = sagas.install_key()
@@ -91,10 +92,9 @@ class Hub:
         self.spawn(self._watch, name="journal watcher")
         self.spawn(leftovers.reap_async, self.journal, name="leftover reaper")
 
-    def _persist(self, method: str, arg: Any) -> None:
+    def persist(self, fn: Callable[..., object], *args: Any) -> None:
         """A journal write nobody waits for (events, cursors); still in order, on the one thread."""
-        args = arg if isinstance(arg, tuple) else (arg,)
-        self.spawn(self.guarded, lambda: getattr(self.journal, method)(*args), name=f"journal {method}")
+        self.spawn(self.guarded, lambda: self.journal.run(fn, *args), name=f"journal {fn.__name__}")
 
     def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None:
         """Run `fn(*args)` in the background. The one guard for background work: whatever it
@@ -135,10 +135,10 @@ class Hub:
 
     async def _tick(self, state: dict[str, Any]) -> None:
         now = anyio.current_time()
-        recreated = await self.journal.recover()
+        recreated = await self.journal.run(Journal.recover)
         if recreated:
             log.error("journal: %s", recreated)
-        current = await self.journal.data_version()
+        current = await self.journal.run(Journal.data_version)
         if current != state["version"]:  # another process wrote: a CLI cancel or answer, perhaps
             state["version"] = current
             await self._reclaim()
@@ -148,10 +148,10 @@ class Hub:
         await self.questions.expire_due()
         if now - state["beat"] >= heartbeat_s():
             state["beat"] = now
-            await self.journal.heartbeat(self.instance_id)
+            await self.journal.run(Journal.heartbeat, self.instance_id)
         if now - state["purge"] >= PURGE_EVERY_S:
             state["purge"] = now
-            await self.journal.purge_finished(self.config.defaults.retention_s)
+            await self.journal.run(Journal.purge_finished, self.config.defaults.retention_s)
 
     async def _reclaim(self) -> None:
         """Take back this process's calls and questions that another process settled, believing it
@@ -160,7 +160,7 @@ class Hub:
         asked = [q.request_id for q in self.questions.live.values() if not q.answered.is_set()]
         if not calls and not asked:
             return
-        restored = await self.journal.reclaim(self.instance_id, calls, asked)
+        restored = await self.journal.run(Journal.reclaim, self.instance_id, calls, asked)
         if restored:
             log.warning(
                 "journal: another process marked %d call(s)/question(s) of this running emceepee (pid %d) "
@@ -198,12 +198,11 @@ class Hub:
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
         """Journal the process, so a later emceepee can stop it should this one die without doing so."""
         if process.start_time is not None:
-            args = (self.instance_id, backend.name, process.pid, process.start_time)
-            self._persist("add_spawned", args)
+            self.persist(Journal.add_spawned, self.instance_id, backend.name, process.pid, process.start_time)
 
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None:
         if process.returncode is not None:
-            self._persist("forget_spawned", (self.instance_id, process.pid))
+            self.persist(Journal.forget_spawned, self.instance_id, process.pid)
 
     async def question(self, backend: Backend, kind: str, params: Any) -> Any:
         """A handshake-era backend asks mid-call: park (and maybe forward) it, return the answer."""

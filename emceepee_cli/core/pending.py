@@ -21,9 +21,17 @@ import mcp_types as types
 
 from emceepee_cli.clock import now_iso
 from emceepee_cli.core import schema
-from emceepee_cli.errors import BackendError, EmceepeeError, NotFound, UsageError
-from emceepee_cli.ids import new_id, resolve_prefix
-from emceepee_cli.store.records import ElicitationStatus, SamplingStatus, question_json
+from emceepee_cli.errors import BackendError, EmceepeeError, UsageError
+from emceepee_cli.ids import new_id
+from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import (
+    ElicitationStatus,
+    PendingRow,
+    QuestionJson,
+    SamplingStatus,
+    params_of,
+    question_json,
+)
 
 if TYPE_CHECKING:
     from emceepee_cli.core.hub import Hub
@@ -41,7 +49,7 @@ ACTION_STATUS = {
 class Question:
     """A question this process is holding for a backend."""
 
-    row: dict[str, Any]
+    row: PendingRow
     answered: anyio.Event = field(default_factory=anyio.Event)
     forwarding: bool = False
 
@@ -75,24 +83,29 @@ class Questions:
         round_: int = 0,
     ) -> Question:
         timeout_s = self.hub.config.defaults.pending_timeout_ms / 1000
-        row = {
-            "request_id": new_id(),
-            "instance_id": self.hub.instance_id,
-            "server": server,
-            "kind": kind,
-            "params": params,
-            "status": "pending",
-            "task_id": task_id,
-            "correlation": correlation,
-            "input_key": input_key,
-            "round": round_,
-            "created_at": now_iso(),
-            "expires_at": now_iso(timeout_s),
-        }
+        row = PendingRow(
+            request_id=new_id(),
+            instance_id=self.hub.instance_id,
+            server=server,
+            kind=kind,
+            params=json.dumps(params),
+            status="pending",
+            task_id=task_id,
+            correlation=correlation,
+            input_key=input_key,
+            round=round_,
+            forwarded=0,
+            created_at=now_iso(),
+            expires_at=now_iso(timeout_s),
+            answered_at=None,
+            answered_by=None,
+            answer=None,
+            error=None,
+        )
         question = Question(row)
         try:
             with anyio.CancelScope(shield=True):
-                await self.hub.journal.insert_pending(row)
+                await self.hub.journal.run(Journal.insert_pending, row)
         except EmceepeeError as exc:
             # Unjournaled, nobody could answer it from a terminal or after a restart: refuse it
             # now (the backend hears why) rather than list a question that cannot be settled.
@@ -115,7 +128,7 @@ class Questions:
             self.hub.tasks.question_arrived(server, task_id)
         return question
 
-    def adopt(self, row: dict[str, Any]) -> Question:
+    def adopt(self, row: PendingRow) -> Question:
         """Hold a question journaled by a process that died (its call is being re-driven)."""
         question = Question(row)
         if row["status"] != "pending":
@@ -124,7 +137,7 @@ class Questions:
             self.live[question.request_id] = question
         return question
 
-    async def wait(self, question: Question) -> dict[str, Any]:
+    async def wait(self, question: Question) -> PendingRow:
         """The question's final row; if the wait is cancelled (the backend withdrew), it is rejected."""
         try:
             await question.answered.wait()
@@ -164,14 +177,15 @@ class Questions:
         assert upstream is not None
         try:
             with anyio.fail_after(self.hub.config.defaults.pending_timeout_ms / 1000):
+                result: types.ElicitResult | types.CreateMessageResult
                 if row["kind"] == ELICITATION:
-                    request = types.ElicitRequest(params=_elicit_params(row["params"]))
-                    result: Any = await upstream.send_request(request, types.ElicitResult)
+                    elicit = types.ElicitRequest(params=_elicit_params(params_of(row)))
+                    result = await upstream.send_request(elicit, types.ElicitResult)
                 else:
-                    request = types.CreateMessageRequest(
-                        params=types.CreateMessageRequestParams.model_validate(row["params"])
+                    sample = types.CreateMessageRequest(
+                        params=types.CreateMessageRequestParams.model_validate(params_of(row))
                     )
-                    result = await upstream.send_request(request, types.CreateMessageResult)
+                    result = await upstream.send_request(sample, types.CreateMessageResult)
             await self.answer(
                 question.request_id,
                 result.model_dump(by_alias=True, mode="json", exclude_none=True),
@@ -198,25 +212,12 @@ class Questions:
 
     # ---- answering -------------------------------------------------------------------------
 
-    async def resolve(self, request_id: str) -> dict[str, Any]:
-        if len(request_id) != 26:
-            request_id = resolve_prefix(
-                request_id,
-                await self.hub.journal.pending_ids(),
-                "pending request",
-                "get_elicitations / get_sampling_requests list them.",
-            )
-        row = await self.hub.journal.pending_row(request_id.upper())
-        if row is None:
-            raise NotFound(
-                f"No pending request '{request_id}'.",
-                hint="get_elicitations / get_sampling_requests list them.",
-            )
-        return row
+    async def resolve(self, request_id: str) -> PendingRow:
+        return await self.hub.journal.run(Journal.resolve_question, request_id)
 
     async def answer(
         self, request_id: str, answer: dict[str, Any], by: str, kind: Kind | None = None
-    ) -> dict[str, Any]:
+    ) -> QuestionJson:
         """Check an answer against the question and record it; the first answer wins."""
         row = await self.resolve(request_id)
         if kind is not None and row["kind"] != kind:
@@ -225,9 +226,11 @@ class Questions:
                 f"Request {row['request_id']} is a {row['kind']} request.", hint=f"Answer it with {other}."
             )
         status = check_answer(row, answer)
-        if not await self.settle(row["request_id"], status, answer=answer, by=by):
-            raise already_answered(await self.hub.journal.pending_row(row["request_id"]) or row)
-        return question_json(await self.hub.journal.pending_row(row["request_id"]) or row)
+        settled = await self.settle(row["request_id"], status, answer=answer, by=by)
+        now = await self.hub.journal.run(Journal.pending_row, row["request_id"])
+        if not settled:
+            raise already_answered(now or row)
+        return question_json(now or row)
 
     async def settle(
         self,
@@ -238,14 +241,16 @@ class Questions:
         by: str | None = None,
         error: str | None = None,
     ) -> bool:
-        if not await self.hub.journal.settle_pending(request_id, status, answer=answer, by=by, error=error):
+        if not await self.hub.journal.run(
+            Journal.settle_pending, request_id, status, answer=answer, by=by, error=error
+        ):
             return False
         await self._woken(request_id)
         return True
 
     async def _woken(self, request_id: str) -> None:
         question = self.live.get(request_id)
-        row = await self.hub.journal.pending_row(request_id)
+        row = await self.hub.journal.run(Journal.pending_row, request_id)
         if question is None or row is None or question.answered.is_set():
             return
         question.row = row
@@ -268,7 +273,7 @@ class Questions:
     async def sync(self) -> None:
         """Pick up answers written by another process (the CLI)."""
         for request_id in list(self.live):
-            row = await self.hub.journal.pending_row(request_id)
+            row = await self.hub.journal.run(Journal.pending_row, request_id)
             if row is not None and row["status"] != "pending":
                 await self._woken(request_id)
 
@@ -283,7 +288,7 @@ class Questions:
 
     def listed(
         self, kind: Kind | None = None, server: str | None = None, task_id: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[QuestionJson]:
         """This process's open questions that wait on the client (not those the host is showing now)."""
         return [
             question_json(q.row)
@@ -308,11 +313,11 @@ def _elicit_params(params: dict[str, Any]) -> types.ElicitRequestParams:
     return types.ElicitRequestFormParams.model_validate(params)
 
 
-def check_answer(row: dict[str, Any], answer: dict[str, Any]) -> str:
+def check_answer(row: PendingRow, answer: dict[str, Any]) -> str:
     """The status this answer gives the question, or a UsageError naming what is wrong."""
     if row["status"] != "pending":
         raise already_answered(row)
-    params = json.loads(row["params"]) if isinstance(row["params"], str) else row["params"]
+    params = params_of(row)
     if row["kind"] == SAMPLING:
         try:
             types.CreateMessageResult.model_validate(answer)
@@ -345,7 +350,7 @@ def check_answer(row: dict[str, Any], answer: dict[str, Any]) -> str:
     return ACTION_STATUS[action].value
 
 
-def already_answered(row: dict[str, Any]) -> UsageError:
+def already_answered(row: PendingRow) -> UsageError:
     who = f" by {row['answered_by']}" if row.get("answered_by") else ""
     return UsageError(
         f"Request {row['request_id']} was already {row['status']}{who}.", hint="Nothing was changed."
@@ -353,7 +358,7 @@ def already_answered(row: dict[str, Any]) -> UsageError:
 
 
 def backend_reply(
-    row: dict[str, Any], kind: Kind
+    row: PendingRow, kind: Kind
 ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
     """What the backend receives for a settled question."""
     if row["status"] in ("expired", "rejected"):
@@ -361,7 +366,7 @@ def backend_reply(
         return types.ErrorData(
             code=code, message=f"emceepee: the request was {row['status']}: {row.get('error') or ''}".strip()
         )
-    answer = json.loads(row["answer"])
+    answer = json.loads(row["answer"] or "null")
     return (
         types.ElicitResult.model_validate(answer)
         if kind == ELICITATION

@@ -29,8 +29,8 @@ from emceepee_cli.core.backend import describe
 from emceepee_cli.core.calls import KINDS, Call, CallState, Relay, Round, outcome, step_answer
 from emceepee_cli.core.pending import already_answered, backend_reply
 from emceepee_cli.errors import BackendError, EmceepeeError, NotFound, UsageError
-from emceepee_cli.ids import resolve_prefix
-from emceepee_cli.store.records import TaskStatus, task_json
+from emceepee_cli.store.journal import TASKS_LISTED, Journal
+from emceepee_cli.store.records import TaskJson, TaskRow, TaskStatus, task_json
 
 if TYPE_CHECKING:
     from emceepee_cli.core.backend import Backend
@@ -219,7 +219,9 @@ class Tasks:
             )
         await self.promote(call)  # its state is journaled with its task row, so the task must exist
         with anyio.CancelScope(shield=True):
-            await self.hub.guarded(lambda: self.hub.journal.set_round(call.call_id, state, round_))
+            await self.hub.guarded(
+                lambda: self.hub.journal.run(Journal.set_round, call.call_id, state, round_)
+            )
         return responses | await self._collect(asked)
 
     async def _collect(self, asked: dict[str, Any]) -> dict[str, Any]:
@@ -243,10 +245,10 @@ class Tasks:
             error = call.error.message if call.error else None
         journal = self.hub.journal
         try:
-            ended = await journal.finish_task(call.call_id, status, result=result, error=error)
-            if not ended and await journal.task(call.call_id) is None:
+            ended = await journal.run(Journal.finish_task, call.call_id, status, result=result, error=error)
+            if not ended and await journal.run(Journal.task, call.call_id) is None:
                 # Its promotion could not be journaled: write it now, ended, so the result is kept.
-                await journal.insert_task(self._final_row(call))
+                await journal.run(Journal.insert_task, self._final_row(call))
                 ended = True
         except EmceepeeError as exc:
             # The journal cannot take it: keep the outcome in memory, so this process can still
@@ -274,7 +276,9 @@ class Tasks:
         if written and now - call.progress_written >= PROGRESS_WRITE_S:
             call.progress_written = now
             progress = call.progress
-            await self.hub.guarded(lambda: self.hub.journal.update_progress(call.call_id, progress, message))
+            await self.hub.guarded(
+                lambda: self.hub.journal.run(Journal.update_progress, call.call_id, progress, message)
+            )
             if now - call.progress_announced >= PROGRESS_EVENT_S:
                 call.progress_announced = now
                 self.hub.events.emit("task_progress", call.server, {"task_id": call.call_id, **call.progress})
@@ -289,7 +293,7 @@ class Tasks:
         if call.move(CallState.PROMOTED):
             with anyio.CancelScope(shield=True):
                 try:
-                    await self.hub.journal.insert_task(self._task_row(call))
+                    await self.hub.journal.run(Journal.insert_task, self._task_row(call))
                 except EmceepeeError as exc:  # the call runs on; this process keeps its task in memory
                     call.unjournaled = exc
                     self.hub.journal_failed(exc)
@@ -299,39 +303,39 @@ class Tasks:
             with anyio.move_on_after(JOURNAL_WAIT_S):
                 await call.row_written.wait()
 
-    def _final_row(self, call: Call) -> dict[str, Any]:
+    def _final_row(self, call: Call) -> TaskRow:
         """The task row of a promoted call that has ended, as journaled (or kept in memory)."""
+        row = self._task_row(call)
         if call.result is not None:
-            status, error = TaskStatus.COMPLETED, None
-            result: str | None = call.result.model_dump_json(by_alias=True, exclude_none=True)
+            row["status"] = TaskStatus.COMPLETED.value
+            row["result"] = call.result.model_dump_json(by_alias=True, exclude_none=True)
         else:
-            status, result = call.stop_as or TaskStatus.FAILED, None
-            error = call.error.message if call.error else None
-        at = now_iso()
-        return {
-            **self._task_row(call),
-            "status": status.value,
-            "error": error,
-            "result": result,
-            "finished_at": at,
-        }
-
-    def _task_row(self, call: Call) -> dict[str, Any]:
-        """The task row of a promoted call, as journaled (and as shown if journaling failed)."""
-        row = {
-            "task_id": call.call_id,
-            "instance_id": self.hub.instance_id,
-            "server": call.server,
-            "tool": call.tool,
-            "args": call.args,
-            "status": TaskStatus.WORKING.value,
-            "created_at": call.created_at,
-            "last_updated_at": now_iso(),
-            "expires_at": now_iso(call.ttl_s - (time.monotonic() - call.started)),
-        }
-        if call.progress:
-            row["progress"] = json.dumps(call.progress)
+            row["status"] = (call.stop_as or TaskStatus.FAILED).value
+            row["error"] = call.error.message if call.error else None
+        row["finished_at"] = now_iso()
         return row
+
+    def _task_row(self, call: Call) -> TaskRow:
+        """The task row of a promoted call, as journaled (and as shown if journaling failed)."""
+        return TaskRow(
+            task_id=call.call_id,
+            instance_id=self.hub.instance_id,
+            server=call.server,
+            tool=call.tool,
+            args=json.dumps(call.args),
+            status=TaskStatus.WORKING.value,
+            status_message=None,
+            progress=json.dumps(call.progress) if call.progress else None,
+            result=None,
+            error=None,
+            created_at=call.created_at,
+            last_updated_at=now_iso(),
+            expires_at=now_iso(call.ttl_s - (time.monotonic() - call.started)),
+            finished_at=None,
+            cancel_requested=0,
+            request_state=None,
+            round=None,
+        )
 
     def saga(self, task_id: str) -> dict[str, Any]:
         """A task blocked on questions, as a saga the model can resume; empty when it is not."""
@@ -346,46 +350,35 @@ class Tasks:
 
     # ---- the task tools ------------------------------------------------------------------
 
-    async def resolve(self, task_id: str) -> str:
-        if len(task_id) == 26:
-            return task_id.upper()
-        return resolve_prefix(
-            task_id,
-            [
-                *await self.hub.journal.task_ids(),
-                *(c.call_id for c in self.calls.values() if c.promoted),
-                *self.unjournaled,
-            ],
-            "task",
-            "list_tasks(include_completed=true) shows the known tasks.",
-        )
-
-    async def row(self, task_id: str) -> dict[str, Any]:
-        resolved = await self.resolve(task_id)
-        row = await self.hub.journal.task(resolved)
+    async def row(self, task_id: str) -> TaskRow:
+        known = [*(c.call_id for c in self.calls.values() if c.promoted), *self.unjournaled]
+        resolved = await self.hub.journal.run(Journal.resolve_task, task_id, known)
+        row = await self.hub.journal.run(Journal.task, resolved)
         if row is None and (call := self.calls.get(resolved)) is not None and call.promoted:
             return self._task_row(call)  # its row could not be journaled; this process still knows it
         if row is None and (ended := self.unjournaled.get(resolved)) is not None:
             return self._final_row(ended)
         if row is None:
-            raise NotFound(
-                f"No task '{task_id}'.", hint="list_tasks(include_completed=true) shows the known tasks."
-            )
+            raise NotFound(f"No task '{task_id}'.", hint=TASKS_LISTED)
         return row
 
-    async def get_json(self, task_id: str) -> dict[str, Any]:
+    async def get_json(self, task_id: str) -> TaskJson:
         return task_json(await self.row(task_id))
 
     async def pending_on_server(self, server: str) -> dict[str, Any]:
-        rows = await self.hub.journal.tasks(server=server, instance_id=self.hub.instance_id)
+        rows = await self.hub.journal.run(Journal.tasks, server=server, instance_id=self.hub.instance_id)
         return {
             "server": server,
             "tasks": [task_json(r) for r in rows],
             **self.hub.pending_for_server(server),
         }
 
-    async def list(self, server: str | None, status: str | None, include_completed: bool) -> dict[str, Any]:
-        rows = await self.hub.journal.tasks(server=server, status=status, include_finished=include_completed)
+    async def list_tasks(
+        self, server: str | None, status: str | None, include_completed: bool
+    ) -> dict[str, Any]:
+        rows = await self.hub.journal.run(
+            Journal.tasks, server=server, status=status, include_finished=include_completed
+        )
         return {"tasks": [task_json(r) for r in rows]}
 
     async def result(
@@ -432,7 +425,7 @@ class Tasks:
             raise UsageError(f"Task {row['task_id']} is already {row['status']}; there is nothing to cancel.")
         call = self.calls.get(row["task_id"])
         if call is None:  # another emceepee process owns it: ask it through the journal
-            await self.hub.journal.request_cancel(row["task_id"])
+            await self.hub.journal.run(Journal.request_cancel, row["task_id"])
             return {
                 "task": task_json(row),
                 "cancel_requested": True,
@@ -458,7 +451,7 @@ class Tasks:
     async def adopt(self, task_ids: list[str]) -> None:
         """Re-drive the suspended 2026-07-28 calls a dead emceepee left: answer their rounds, call again."""
         for task_id in task_ids:
-            row = await self.hub.journal.task(task_id)
+            row = await self.hub.journal.run(Journal.task, task_id)
             if row is None:
                 continue
             call = Call(
@@ -478,7 +471,7 @@ class Tasks:
         round_ = int(row["round"] or 0)
         current = [
             r
-            for r in await self.hub.journal.pending_rows(status=None, task_id=call.call_id)
+            for r in await self.hub.journal.run(Journal.pending_rows, status=None, task_id=call.call_id)
             if r["round"] == round_
         ]
         asked = {str(r["input_key"]): self.hub.questions.adopt(r) for r in current}
@@ -493,12 +486,14 @@ class Tasks:
         await self._run(call, backend, Round(row["request_state"], asked, round_))
 
     async def cancel_requested(self) -> None:
-        for task_id in await self.hub.journal.cancel_requests(self.hub.instance_id):
+        for task_id in await self.hub.journal.run(Journal.cancel_requests, self.hub.instance_id):
             call = self.calls.get(task_id)
             if call is not None:
                 await self.stop(call, TaskStatus.CANCELLED)
             else:  # its call is gone (finished as we looked): settle the row anyway
-                await self.hub.journal.finish_task(task_id, TaskStatus.CANCELLED, error="cancelled")
+                await self.hub.journal.run(
+                    Journal.finish_task, task_id, TaskStatus.CANCELLED, error="cancelled"
+                )
 
     def working(self) -> list[dict[str, Any]]:
         """Category 3, a snapshot: this process's calls still running, by server."""

@@ -38,7 +38,8 @@ from emceepee_cli.server import diagrams
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call
 from emceepee_cli.server.stdio import host_streams
-from emceepee_cli.store.journal import AsyncJournal, Journal
+from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.store.journal import Journal
 
 log = logging.getLogger("emceepee")
 
@@ -100,12 +101,12 @@ async def _take_over(journal: AsyncJournal, instance_id: str, config: Config) ->
     its backends answer; what it cannot journal is not kept.
     """
     try:
-        await journal.register_instance(instance_id)
-        interrupted = await journal.interrupt_orphans()
+        await journal.run(Journal.register_instance, instance_id)
+        interrupted = await journal.run(Journal.interrupt_orphans)
         if interrupted:
             log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
-        await journal.purge_finished(config.defaults.retention_s)
-        return list(await journal.adopt_orphans(instance_id))
+        await journal.run(Journal.purge_finished, config.defaults.retention_s)
+        return list(await journal.run(Journal.adopt_orphans, instance_id))
     except JournalError as exc:
         log.error("journal: %s", exc)
         return []
@@ -197,7 +198,9 @@ def _note_host(ctx: ServerRequestContext[Hub], hub: Hub) -> None:
     hub.upstream = ctx.session
     info = ctx.session.client_params.client_info
     hub.spawn(
-        hub.guarded, lambda: hub.journal.set_host(hub.instance_id, info.name, info.version), name="set host"
+        hub.guarded,
+        lambda: hub.journal.run(Journal.set_host, hub.instance_id, info.name, info.version),
+        name="set host",
     )
 
 

@@ -217,7 +217,9 @@ WAIT_MS = {"type": "integer", "minimum": 0}
     },
 )
 async def list_tasks(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return await hub.tasks.list(args.get("server"), args.get("status"), args.get("include_completed", False))
+    return await hub.tasks.list_tasks(
+        args.get("server"), args.get("status"), args.get("include_completed", False)
+    )
 
 
 @meta_tool(

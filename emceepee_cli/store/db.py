@@ -71,14 +71,13 @@ def is_busy(exc: sqlite3.Error) -> bool:
 def mapped(fn: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, P], T]:
     """A journal method whose SQLite failures become JournalErrors, at this one edge."""
 
-    @functools.wraps(fn)
-    def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> T:
+    def wrapper(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return fn(self, *args, **kwargs)
         except sqlite3.Error as exc:
             raise journal_error(exc, self.path) from exc
 
-    return wrapper
+    return functools.update_wrapper(wrapper, fn)
 
 
 def connect(path: Path, seed: Callable[[sqlite_utils.Database], None] | None = None) -> sqlite_utils.Database:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sqlite3
 from contextlib import suppress
 from pathlib import Path
@@ -21,9 +20,8 @@ from typing import Any
 
 import sqlite_utils
 
-from emceepee_cli.clock import now_iso
-from emceepee_cli.store import proc
 from emceepee_cli.store.db import close_quietly, connect, file_id
+from emceepee_cli.store.instances import this_instance
 
 log = logging.getLogger(__name__)
 
@@ -68,24 +66,15 @@ class Recovery:
     def _own_rows(self) -> dict[str, list[dict[str, Any]]]:
         try:
             return {
-                table: list(self.db[table].rows_where("instance_id = ?", [self.owner]))
+                table: list(self.db.table(table).rows_where("instance_id = ?", [self.owner]))
                 for table in OWN_TABLES
             }
         except sqlite3.Error as exc:  # the old file is unreadable too: keep at least who we are
             log.error("journal: could not read this process's rows from the deleted journal: %s", exc)
-            at = now_iso()
-            me = {
-                "instance_id": self.owner,
-                "pid": os.getpid(),
-                "machine": socket.gethostname(),
-                "proc_start": proc.start_time(os.getpid()),
-                "started_at": at,
-                "heartbeat_at": at,
-            }
-            return {"instances": [me], "tasks": [], "pending": []}
+            return {"instances": [dict(this_instance(self.owner or ""))], "tasks": [], "pending": []}
 
 
 def _write(db: sqlite_utils.Database, kept: dict[str, list[dict[str, Any]]]) -> None:
     for table in OWN_TABLES:
         if kept[table]:
-            db[table].insert_all(kept[table], replace=True)
+            db.table(table).insert_all(kept[table], replace=True)

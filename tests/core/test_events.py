@@ -13,7 +13,7 @@ pytestmark = pytest.mark.anyio
 
 def events() -> tuple[Events, list[tuple[str, Any]]]:
     persisted: list[tuple[str, Any]] = []
-    return Events("instance", lambda method, arg: persisted.append((method, arg))), persisted
+    return Events("instance", lambda fn, *args: persisted.append((fn.__name__, args))), persisted
 
 
 async def test_repeats_of_one_notification_are_counted_on_one_event() -> None:

@@ -137,7 +137,7 @@ def test_finished_tasks_past_the_retention_are_purged_and_working_ones_kept(tmp_
     journal.finish_task("NEW", TaskStatus.COMPLETED, result={"content": []})
     journal.db.execute("UPDATE tasks SET finished_at = ? WHERE task_id = 'OLD'", [now_iso(-7200)])
     assert journal.purge_finished(retention_s=3600) == 1
-    assert sorted(journal.task_ids()) == ["NEW", "RUNNING"]
+    assert [t["task_id"] for t in journal.tasks(include_finished=True)] == ["NEW", "RUNNING"]
 
 
 def _open_at_the_barrier(path: str, barrier: Any, errors: Any) -> None:
