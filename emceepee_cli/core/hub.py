@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from emceepee_cli.core.heard import (
     kept_params,
 )
 from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_reply
+from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
 from emceepee_cli.redact import redact, redact_data
@@ -45,7 +45,6 @@ READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this lon
 STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
 WATCH_INTERVAL_S = 0.1  # how soon a cancel or an answer written by the CLI is noticed
 PURGE_EVERY_S = 3600.0
-JOURNAL_ERROR_EVERY_S = 30.0
 
 
 def dump(model: Any) -> dict[str, Any]:
@@ -71,14 +70,14 @@ class Hub:
         self.log_dir = log_dir
         self.backends: dict[str, Backend] = {}
         self.heard = Heard()  # notifications and logs, for get_notifications and get_logs
-        self.events = Events(instance_id, self.persist)
+        self.runtime = Runtime(task_group)
+        self.events = Events(instance_id, journal, self.runtime)
         self.tasks = Tasks(self)
         self.questions = Questions(self)
         self.install_key = sagas.install_key()
         self.upstream: ServerSession | None = None  # the host's session, for forwarding questions
         self._watcher = anyio.CancelScope()
         self.host_noted = False
-        self._journal_errors: dict[str, float] = {}  # message -> when last logged
 
     def __repr__(self) -> str:
         return f"<Hub {self.instance_id} backends={list(self.backends)} {self.tasks!r} {self.events!r}>"
@@ -92,33 +91,14 @@ class Hub:
         self.spawn(self._watch, name="journal watcher")
         self.spawn(leftovers.reap_async, self.journal, name="leftover reaper")
 
-    def persist(self, fn: Callable[..., object], *args: Any) -> None:
-        """A journal write nobody waits for (events, cursors); still in order, on the one thread."""
-        self.spawn(self.guarded, lambda: self.journal.run(fn, *args), name=f"journal {fn.__name__}")
-
     def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None:
-        """Run `fn(*args)` in the background. The one guard for background work: whatever it
-        raises is logged with its traceback and never takes `serve` (or any other call) down."""
-        self.task_group.start_soon(_guard, fn, args, name, name=name)
+        self.runtime.spawn(fn, *args, name=name)
 
     async def guarded(self, work: Callable[[], Awaitable[Any]]) -> None:
-        """Background journal work: a failure (a journal locked too long) is logged, never fatal."""
-        try:
-            await work()
-        except EmceepeeError as exc:
-            self.journal_failed(exc)
+        await self.runtime.guarded(work)
 
     def journal_failed(self, exc: EmceepeeError) -> None:
-        """Log a journal failure; the same one again only every JOURNAL_ERROR_EVERY_S (a full disk
-        fails every write, ten times a second from the watcher alone)."""
-        now = time.monotonic()
-        last = self._journal_errors.get(exc.message)
-        if last is not None and now - last < JOURNAL_ERROR_EVERY_S:
-            return
-        if len(self._journal_errors) > 100:
-            self._journal_errors.clear()
-        self._journal_errors[exc.message] = now
-        log.error("journal: %s", exc)
+        self.runtime.journal_failed(exc)
 
     async def _watch(self) -> None:
         """Keep the journal file, heartbeat, notice changes made by others (CLI cancels and answers,
@@ -198,11 +178,14 @@ class Hub:
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
         """Journal the process, so a later emceepee can stop it should this one die without doing so."""
         if process.start_time is not None:
-            self.persist(Journal.add_spawned, self.instance_id, backend.name, process.pid, process.start_time)
+            start = process.start_time
+            self.runtime.write(
+                self.journal, Journal.add_spawned, self.instance_id, backend.name, process.pid, start
+            )
 
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None:
         if process.returncode is not None:
-            self.persist(Journal.forget_spawned, self.instance_id, process.pid)
+            self.runtime.write(self.journal, Journal.forget_spawned, self.instance_id, process.pid)
 
     async def question(self, backend: Backend, kind: str, params: Any) -> Any:
         """A handshake-era backend asks mid-call: park (and maybe forward) it, return the answer."""
@@ -447,13 +430,6 @@ _SERVER_EVENTS: dict[tuple[Status | None, Status], str] = {
     (Status.READY, Status.RESTARTING): "server_disconnected",
     (None, Status.FAILED): "server_failed",
 }
-
-
-async def _guard(fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], name: str) -> None:
-    try:
-        await fn(*args)
-    except Exception:
-        log.exception("background work '%s' failed; serve carries on", name)
 
 
 def _config_error(problems: list[ConfigProblem]) -> str:
