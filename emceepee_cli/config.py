@@ -130,6 +130,12 @@ class Config:
         raise _unknown_server(name, self.servers, hint)
 
 
+def forwarding_policy(spec: ServerSpec | None, defaults: Defaults, kind: str) -> Policy:
+    """How a `kind` question of this server may reach the host: its own setting, else the default."""
+    own = None if spec is None else spec.sampling if kind == "sampling" else spec.elicitation
+    return own or (defaults.sampling if kind == "sampling" else defaults.elicitation)
+
+
 def load_config(path: Path | None = None) -> Config:
     """Read and check the config file; a missing file is an empty, valid config."""
     path = paths.config_path(path)

@@ -24,11 +24,10 @@ from emceepee_cli.cli.options import DbOpt, JsonOpt
 from emceepee_cli.cli.tasks import open_journal
 from emceepee_cli.clock import age
 from emceepee_cli.core import schema
-from emceepee_cli.core.calls import sampling_answer
-from emceepee_cli.core.pending import SAMPLING, already_answered, check_answer
+from emceepee_cli.core.answers import already_answered, check_answer, sampling_answer
 from emceepee_cli.errors import UsageError
 from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import PendingRow, TaskStatus, params_of, question_json
+from emceepee_cli.store.records import Kind, PendingRow, TaskStatus, params_of, question_json
 
 LISTING = "See them with: emceepee pending"
 # The flags each shape of question takes, and how to say so.
@@ -121,14 +120,14 @@ def find(journal: Journal, request_id: str) -> PendingRow:
 
 
 def shape(row: PendingRow) -> str:
-    if row["kind"] == SAMPLING:
+    if row["kind"] == Kind.SAMPLING:
         return "sampling"
     return "url" if params_of(row).get("mode") == "url" else "form"
 
 
 def question_text(row: PendingRow) -> str:
     params = params_of(row)
-    if row["kind"] == SAMPLING:
+    if row["kind"] == Kind.SAMPLING:
         messages = params.get("messages") or []
         return content_text(messages[-1].get("content")) if messages else ""
     return str(params.get("url") if params.get("mode") == "url" else params.get("message", ""))
@@ -148,7 +147,7 @@ def show(row: PendingRow) -> None:
     task = f", task {row['task_id']}" if row.get("task_id") else ""
     asked = f"asked {age(row['created_at'])} ago"
     render.line(f"Question {row['request_id']} ({row['kind']}) from {row['server']}{task}, {asked}:")
-    if row["kind"] == SAMPLING:
+    if row["kind"] == Kind.SAMPLING:
         if params.get("system_prompt"):
             render.line(f"  system: {params['system_prompt']}")
         for message in params.get("messages") or []:

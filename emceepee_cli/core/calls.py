@@ -167,29 +167,6 @@ class Round:
 KINDS: dict[type, str] = {types.ElicitRequest: "elicitation", types.CreateMessageRequest: "sampling"}
 
 
-def step_answer(kind: str, result: Any) -> dict[str, Any]:
-    """A saga step's `result` as an answer: content alone means accept; text alone is a completion."""
-    if kind == "sampling":
-        if isinstance(result, dict) and "role" in result:
-            return result
-        content = result.get("content") if isinstance(result, dict) else result
-        return sampling_answer(str(content if content is not None else ""), None, None)
-    if isinstance(result, dict) and "action" in result:
-        return result
-    return {"action": "accept", "content": result or {}}
-
-
-def sampling_answer(text: str, model: str | None, stop_reason: str | None) -> dict[str, Any]:
-    answer: dict[str, Any] = {
-        "role": "assistant",
-        "content": {"type": "text", "text": text},
-        "model": model or "unknown",
-    }
-    if stop_reason:
-        answer["stop_reason"] = stop_reason
-    return answer
-
-
 class TaskEnded(EmceepeeError):
     """The task ended without a result."""
 

@@ -16,11 +16,11 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
-from mcp.server.session import ServerSession
 
 from emceepee_cli import config as config_mod
-from emceepee_cli.config import Config, ConfigProblem, ServerSpec
+from emceepee_cli.config import Config, ConfigProblem, Policy, ServerSpec, forwarding_policy
 from emceepee_cli.core import leftovers, patterns, sagas, schema, transport
+from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import CallState, Relay
 from emceepee_cli.core.events import Events
@@ -29,7 +29,8 @@ from emceepee_cli.core.heard import (
     Heard,
     kept_params,
 )
-from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_reply
+from emceepee_cli.core.host import HostLink
+from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
@@ -72,12 +73,21 @@ class Hub:
         self.heard = Heard()  # notifications and logs, for get_notifications and get_logs
         self.runtime = Runtime(task_group)
         self.events = Events(instance_id, journal, self.runtime)
+        self.host = HostLink()
+        self.questions = Questions(
+            journal,
+            self.events,
+            self.runtime,
+            config.defaults,
+            instance_id,
+            policy=self._policy,
+            host=self.host,
+            log=self.heard.log,
+        )
         self.tasks = Tasks(self)
-        self.questions = Questions(self)
+        self.questions.on_waiting(self.tasks.question_arrived)
         self.install_key = sagas.install_key()
-        self.upstream: ServerSession | None = None  # the host's session, for forwarding questions
         self._watcher = anyio.CancelScope()
-        self.host_noted = False
 
     def __repr__(self) -> str:
         return f"<Hub {self.instance_id} backends={list(self.backends)} {self.tasks!r} {self.events!r}>"
@@ -137,7 +147,7 @@ class Hub:
         """Take back this process's calls and questions that another process settled, believing it
         had stopped (an older emceepee, or a CLI on another machine, going by a stale heartbeat)."""
         calls = [c.call_id for c in self.tasks.calls.values() if c.state == CallState.PROMOTED]
-        asked = [q.request_id for q in self.questions.live.values() if not q.answered.is_set()]
+        asked = self.questions.unanswered()
         if not calls and not asked:
             return
         restored = await self.journal.run(Journal.reclaim, self.instance_id, calls, asked)
@@ -173,7 +183,11 @@ class Hub:
         self.events.emit("notification", server, {"method": method, "params": params}, coalesce=key)
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
-        self.heard.log(server, level, redact(message), source)
+        self.heard.log(server, level, message, source)
+
+    def _policy(self, server: str, kind: str) -> Policy:
+        backend = self.backends.get(server)
+        return forwarding_policy(backend.spec if backend else None, self.config.defaults, kind)
 
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
         """Journal the process, so a later emceepee can stop it should this one die without doing so."""
@@ -198,7 +212,7 @@ class Hub:
             )
         except EmceepeeError as exc:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=exc.message)
-        return backend_reply(await self.questions.wait(question), kind)
+        return backend_reply(await self.questions.wait(question))
 
     def status_changed(self, backend: Backend, previous: Status) -> None:
         if backend.last_error:  # e.g. a missing `cwd`, quoted as expanded: show its ${VAR} form
@@ -348,12 +362,6 @@ class Hub:
     def pending_client(self) -> dict[str, Any]:
         """Category 4: questions from backends awaiting an answer (empty when there are none)."""
         return self.questions.for_client()
-
-    def pending_for_server(self, server: str) -> dict[str, Any]:
-        return {
-            "elicitations_for_server": self.questions.listed(ELICITATION, server),
-            "sampling_requests_for_server": self.questions.listed(SAMPLING, server),
-        }
 
     async def await_activity(self, timeout_ms: int) -> dict[str, Any]:
         if self.events.waiting():

@@ -25,9 +25,9 @@ import mcp_types as types
 
 from emceepee_cli.clock import now_iso
 from emceepee_cli.core import sagas
+from emceepee_cli.core.answers import already_answered, backend_reply, step_answer
 from emceepee_cli.core.backend import describe
-from emceepee_cli.core.calls import KINDS, Call, CallState, Relay, Round, outcome, step_answer
-from emceepee_cli.core.pending import already_answered, backend_reply
+from emceepee_cli.core.calls import KINDS, Call, CallState, Relay, Round, outcome
 from emceepee_cli.errors import BackendError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.store.journal import TASKS_LISTED, Journal
 from emceepee_cli.store.records import TaskJson, TaskRow, TaskStatus, task_json
@@ -228,7 +228,7 @@ class Tasks:
         responses: dict[str, Any] = {}
         for key, question in asked.items():
             row = await self.hub.questions.wait(question)
-            reply = backend_reply(row, row["kind"])
+            reply = backend_reply(row)
             if isinstance(reply, types.ErrorData):
                 raise BackendError(
                     f"The question {row['request_id']} for this call was {row['status']}: {row.get('error')}"
@@ -370,7 +370,7 @@ class Tasks:
         return {
             "server": server,
             "tasks": [task_json(r) for r in rows],
-            **self.hub.pending_for_server(server),
+            **self.hub.questions.for_server(server),
         }
 
     async def list_tasks(

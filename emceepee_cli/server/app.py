@@ -192,16 +192,9 @@ async def _dispatch(
 
 def _note_host(ctx: ServerRequestContext[Hub], hub: Hub) -> None:
     """Keep the host's session (to forward questions) and record which host this is, once."""
-    if hub.host_noted or ctx.session.client_params is None:
-        return
-    hub.host_noted = True
-    hub.upstream = ctx.session
-    info = ctx.session.client_params.client_info
-    hub.spawn(
-        hub.guarded,
-        lambda: hub.journal.run(Journal.set_host, hub.instance_id, info.name, info.version),
-        name="set host",
-    )
+    info = hub.host.note(ctx.session)
+    if info is not None:
+        hub.runtime.write(hub.journal, Journal.set_host, hub.instance_id, info.name, info.version)
 
 
 def load_or_report(path: Path) -> Config:

@@ -13,7 +13,8 @@ from typing import Any
 import mcp_types as types
 
 from emceepee_cli.config import ServerSpec
-from emceepee_cli.core.calls import Relay, sampling_answer
+from emceepee_cli.core.answers import sampling_answer
+from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.hub import LOG_LEVELS, Hub
 from emceepee_cli.errors import UsageError
 from emceepee_cli.server.envelope import Reply
@@ -232,7 +233,9 @@ async def get_task(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     task = await hub.tasks.get_json(args["task_id"])
     return {
         "task": task,
-        "pending_elicitations_for_server": hub.pending_for_server(task["server"])["elicitations_for_server"],
+        "pending_elicitations_for_server": hub.questions.for_server(task["server"])[
+            "elicitations_for_server"
+        ],
         **hub.tasks.saga(task["task_id"]),
     }
 
