@@ -1,11 +1,13 @@
 """One backend tool call in flight, and the shapes its end takes.
 
 `Call` is the in-memory side of a call (promoted to a task or not): its cancel scope, its
-wake-up event, its progress. `outcome` turns a journaled task into what the host receives.
+wake-up event, its progress. `task_row` and `final_row` are its task as journaled (or as shown
+when the journal could not take it); `outcome` turns a journaled task into what the host receives.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -141,6 +143,51 @@ class Call:
         fired.set()
 
 
+def task_row(call: Call, instance_id: str) -> TaskRow:
+    """The task row of a promoted call, as journaled (and as shown if journaling failed)."""
+    return TaskRow(
+        task_id=call.call_id,
+        instance_id=instance_id,
+        server=call.server,
+        tool=call.tool,
+        args=json.dumps(call.args),
+        status=TaskStatus.WORKING.value,
+        status_message=None,
+        progress=json.dumps(call.progress) if call.progress else None,
+        result=None,
+        error=None,
+        created_at=call.created_at,
+        last_updated_at=now_iso(),
+        expires_at=now_iso(call.ttl_s - (time.monotonic() - call.started)),
+        finished_at=None,
+        cancel_requested=0,
+        request_state=None,
+        round=None,
+    )
+
+
+def final_row(call: Call, instance_id: str) -> TaskRow:
+    """The task row of a promoted call that has ended, as journaled (or kept in memory)."""
+    row = task_row(call, instance_id)
+    if call.result is not None:
+        row["status"] = TaskStatus.COMPLETED.value
+        row["result"] = call.result.model_dump_json(by_alias=True, exclude_none=True)
+    else:
+        row["status"] = (call.stop_as or TaskStatus.FAILED).value
+        row["error"] = call.error.message if call.error else None
+    row["finished_at"] = now_iso()
+    return row
+
+
+def journal_warning(call: Call) -> dict[str, Any]:
+    """Tell the model when its task could not be journaled: a restart of emceepee would lose it."""
+    if call.unjournaled is None:
+        return {}
+    warning = {"type": type(call.unjournaled).__name__, "message": call.unjournaled.message}
+    hint = "The call goes on and this emceepee keeps its result, but a restart would lose it."
+    return {"journal_error": {**warning, "hint": f"{call.unjournaled.hint} {hint}".strip()}}
+
+
 def outcome(row: TaskRow) -> types.CallToolResult | dict[str, Any]:
     """A finished task's result as the backend sent it; a failure as our error; else the task."""
     status = TaskStatus(row["status"])
@@ -153,18 +200,6 @@ def outcome(row: TaskRow) -> types.CallToolResult | dict[str, Any]:
             hint=_ENDED_HINT[status],
         )
     return {"task": task_json(row)}
-
-
-@dataclass(frozen=True)
-class Round:
-    """Where a 2026-07-28 call stands: the backend's state and the questions of its last round."""
-
-    request_state: str | None
-    asked: dict[str, Any]  # input key -> Question, still to be answered (or already answered)
-    number: int
-
-
-KINDS: dict[type, str] = {types.ElicitRequest: "elicitation", types.CreateMessageRequest: "sampling"}
 
 
 class TaskEnded(EmceepeeError):

@@ -22,7 +22,7 @@ from emceepee_cli.config import Config, ConfigProblem, Policy, ServerSpec, forwa
 from emceepee_cli.core import leftovers, patterns, sagas, schema, transport
 from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.core.backend import Backend, Status
-from emceepee_cli.core.calls import CallState, Relay
+from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.heard import (
     LOG_LEVELS,  # noqa: F401 - meta_tools reads the levels here
@@ -38,7 +38,6 @@ from emceepee_cli.redact import redact, redact_data
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.instances import heartbeat_s
 from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import TaskStatus
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +83,17 @@ class Hub:
             host=self.host,
             log=self.heard.log,
         )
-        self.tasks = Tasks(self)
+        self.tasks = Tasks(
+            journal,
+            self.events,
+            self.questions,
+            self.runtime,
+            config.defaults,
+            instance_id,
+            backends=self.backends.get,
+            install_key=sagas.install_key(),
+        )
         self.questions.on_waiting(self.tasks.question_arrived)
-        self.install_key = sagas.install_key()
         self._watcher = anyio.CancelScope()
 
     def __repr__(self) -> str:
@@ -146,7 +153,7 @@ class Hub:
     async def _reclaim(self) -> None:
         """Take back this process's calls and questions that another process settled, believing it
         had stopped (an older emceepee, or a CLI on another machine, going by a stale heartbeat)."""
-        calls = [c.call_id for c in self.tasks.calls.values() if c.state == CallState.PROMOTED]
+        calls = self.tasks.promoted()
         asked = self.questions.unanswered()
         if not calls and not asked:
             return
@@ -168,8 +175,7 @@ class Hub:
 
     def stop_all(self) -> None:
         self._watcher.cancel()
-        for call in self.tasks.calls.values():
-            call.stop_as = TaskStatus.INTERRUPTED
+        self.tasks.stop_all()
         for backend in self.backends.values():
             backend.stop()
 
