@@ -91,15 +91,24 @@ def already_answered(row: PendingRow) -> UsageError:
 
 def backend_reply(row: PendingRow) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
     """What the backend receives for a settled question."""
-    if row["status"] in ("expired", "rejected"):
-        code = types.REQUEST_TIMEOUT if row["status"] == "expired" else types.INTERNAL_ERROR
-        return types.ErrorData(
-            code=code, message=f"emceepee: the request was {row['status']}: {row.get('error') or ''}".strip()
-        )
-    answer = json.loads(row["answer"] or "null")
-    if row["kind"] == Kind.ELICITATION:
-        return types.ElicitResult.model_validate(answer)
-    return types.CreateMessageResult.model_validate(answer)
+    return elicit_reply(row) if row["kind"] == Kind.ELICITATION else sample_reply(row)
+
+
+def elicit_reply(row: PendingRow) -> types.ElicitResult | types.ErrorData:
+    return _refused(row) or types.ElicitResult.model_validate(json.loads(row["answer"] or "null"))
+
+
+def sample_reply(row: PendingRow) -> types.CreateMessageResult | types.ErrorData:
+    return _refused(row) or types.CreateMessageResult.model_validate(json.loads(row["answer"] or "null"))
+
+
+def _refused(row: PendingRow) -> types.ErrorData | None:
+    """The error a backend receives for a question nobody answered (None: it was answered)."""
+    if row["status"] not in ("expired", "rejected"):
+        return None
+    code = types.REQUEST_TIMEOUT if row["status"] == "expired" else types.INTERNAL_ERROR
+    message = f"emceepee: the request was {row['status']}: {row.get('error') or ''}".strip()
+    return types.ErrorData(code=code, message=message)
 
 
 def step_answer(kind: str, result: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ exit status and stderr tail, and so does a call that waits for a backend whose s
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -28,6 +29,7 @@ import httpx2
 import mcp_types as types
 from mcp import ClientSession, MCPError
 from mcp.client._probe import negotiate_auto
+from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 
@@ -63,12 +65,17 @@ WAITING = (Status.STARTING, Status.RESTARTING)
 
 
 class BackendSink(Protocol):
-    """Where a backend reports what it hears; the hub implements it."""
+    """Where a backend reports what it hears (core/servers.py implements it)."""
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None: ...
     def log(self, server: str, level: str, message: str, source: str) -> None: ...
     def status_changed(self, backend: Backend, previous: Status) -> None: ...
-    async def question(self, backend: Backend, kind: str, params: Any) -> Any: ...
+    async def elicit(
+        self, backend: Backend, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData: ...
+    async def sample(
+        self, backend: Backend, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData: ...
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
 
@@ -202,7 +209,7 @@ class Backend:
             )
             await self._start_session(session)
             async with anyio.create_task_group() as tg:
-                self._refreshes = listing.Refreshes(tg, lambda refresh, s=session: self._refresh(refresh, s))
+                self._refreshes = listing.Refreshes(tg, functools.partial(self._refresh, session=session))
                 with anyio.fail_after(LIST_TIMEOUT_S):
                     self.offer = await listing.list_offer(session)
                 self.session = session
@@ -299,11 +306,15 @@ class Backend:
         log.warning("backend %s: %s", self.name, text)
         self.sink.log(self.name, "warning", text, "emceepee")
 
-    async def _on_elicit(self, ctx: Any, params: types.ElicitRequestParams) -> Any:
-        return await self.sink.question(self, "elicitation", params)
+    async def _on_elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        return await self.sink.elicit(self, params)
 
-    async def _on_sample(self, ctx: Any, params: types.CreateMessageRequestParams) -> Any:
-        return await self.sink.question(self, "sampling", params)
+    async def _on_sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        return await self.sink.sample(self, params)
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         data = params.data if isinstance(params.data, str) else repr(params.data)
@@ -328,7 +339,7 @@ class Backend:
         )
         self.sink.notification(self.name, message.method, params)
 
-    async def _refresh(self, refresh: listing.Refresher, session: ClientSession) -> None:
+    async def _refresh(self, refresh: listing.Refresher, *, session: ClientSession) -> None:
         try:
             with anyio.fail_after(LIST_TIMEOUT_S):
                 await refresh(self.offer, session)
@@ -356,7 +367,7 @@ class Backend:
         """The tool's listing; a name we have not seen triggers one fresh listing first."""
         tool = self.offer.tools.get(name)
         if tool is None and self.session is not None:
-            await self.request("tools/list", lambda s: listing.refresh_tools(self.offer, s))
+            await self.request("tools/list", functools.partial(listing.refresh_tools, self.offer))
             tool = self.offer.tools.get(name)
         if tool is None:
             raise NotFound(

@@ -28,9 +28,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from emceepee_cli import __version__, paths
 from emceepee_cli.config import Config, ConfigProblem, Defaults, load_config
-from emceepee_cli.core import schema
+from emceepee_cli.core import schema, wiring
 from emceepee_cli.core.calls import Relay
-from emceepee_cli.core.hub import Hub
+from emceepee_cli.core.wiring import Services
 from emceepee_cli.errors import ConfigError, EmceepeeError, JournalError, NotFound, UsageError
 from emceepee_cli.ids import new_id
 from emceepee_cli.redact import RedactingFormatter
@@ -58,24 +58,24 @@ def build_server(
     log_dir: Path | None = None,
     on_closed: Callable[[], None] | None = None,
     db_path: Path | None = None,
-) -> Server[Hub]:
-    """The low-level MCP server; its lifespan owns the journal, the hub and every backend task."""
+) -> Server[Services]:
+    """The low-level MCP server; its lifespan owns the journal, the services and every backend task."""
 
     @asynccontextmanager
-    async def lifespan(_: Server[Hub]) -> AsyncIterator[Hub]:
+    async def lifespan(_: Server[Services]) -> AsyncIterator[Services]:
         try:
             journal = AsyncJournal(await anyio.to_thread.run_sync(Journal, db_path))
             instance_id = new_id()
             try:
                 adopted = await _take_over(journal, instance_id, config)
                 async with anyio.create_task_group() as tg:
-                    hub = Hub(config, tg, journal, instance_id, log_dir)
-                    hub.start_all()
-                    await hub.tasks.adopt(adopted)
+                    services = wiring.build(config, tg, journal, instance_id, log_dir)
+                    services.start()
+                    await services.tasks.adopt(adopted)
                     try:
-                        yield hub
+                        yield services
                     finally:
-                        hub.stop_all()
+                        services.stop()
             finally:
                 await journal.shutdown(instance_id)
         finally:
@@ -113,13 +113,13 @@ async def _take_over(journal: AsyncJournal, instance_id: str, config: Config) ->
 
 
 async def _list_tools(
-    ctx: ServerRequestContext[Hub], params: types.PaginatedRequestParams | None
+    ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
     return types.ListToolsResult(tools=[tool.as_tool() for tool in TOOLS.values()])
 
 
 async def _list_resources(
-    ctx: ServerRequestContext[Hub], params: types.PaginatedRequestParams | None
+    ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
 ) -> types.ListResourcesResult:
     diagram = types.Resource(
         uri=diagrams.URI,
@@ -131,7 +131,7 @@ async def _list_resources(
 
 
 async def _read_resource(
-    ctx: ServerRequestContext[Hub], params: types.ReadResourceRequestParams
+    ctx: ServerRequestContext[Services], params: types.ReadResourceRequestParams
 ) -> types.ReadResourceResult:
     if params.uri != diagrams.URI:
         raise MCPError(
@@ -144,16 +144,16 @@ async def _read_resource(
 
 
 async def _call_tool(
-    ctx: ServerRequestContext[Hub], params: types.CallToolRequestParams
+    ctx: ServerRequestContext[Services], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    hub = ctx.lifespan_context
-    _note_host(ctx, hub)
-    result, own = await _dispatch(ctx, hub, params)
-    return with_envelope(result, hub.events.take(), hub.pending_client(), own=own)
+    services = ctx.lifespan_context
+    _note_host(ctx, services)
+    result, own = await _dispatch(ctx, services, params)
+    return with_envelope(result, services.events.take(), services.questions.for_client(), own=own)
 
 
 async def _dispatch(
-    ctx: ServerRequestContext[Hub], hub: Hub, params: types.CallToolRequestParams
+    ctx: ServerRequestContext[Services], services: Services, params: types.CallToolRequestParams
 ) -> tuple[types.CallToolResult, bool]:
     """The tool's result, and whether it is our own (False: a backend's, passed through)."""
     try:
@@ -172,7 +172,7 @@ async def _dispatch(
             )
         wants_progress = bool(ctx.meta and ctx.meta.get("progress_token") is not None)
         relay = Relay(ctx.session.report_progress) if wants_progress else None
-        out = await tool.handler(hub, args, Call(relay=relay))
+        out = await tool.handler(services, args, Call(relay=relay))
     except EmceepeeError as exc:
         return error_result(exc), True
     except Exception as exc:  # noqa: BLE001 - a bug must not crash the proxy or leak a traceback upstream
@@ -190,11 +190,12 @@ async def _dispatch(
     return payload_result(out), True
 
 
-def _note_host(ctx: ServerRequestContext[Hub], hub: Hub) -> None:
+def _note_host(ctx: ServerRequestContext[Services], services: Services) -> None:
     """Keep the host's session (to forward questions) and record which host this is, once."""
-    info = hub.host.note(ctx.session)
+    info = services.host.note(ctx.session)
     if info is not None:
-        hub.runtime.write(hub.journal, Journal.set_host, hub.instance_id, info.name, info.version)
+        name, version = info.name, info.version
+        services.runtime.write(services.journal, Journal.set_host, services.instance_id, name, version)
 
 
 def load_or_report(path: Path) -> Config:

@@ -1,6 +1,6 @@
 """The meta-tools: their schemas (written for a model to read) and thin handlers.
 
-Each handler takes the validated arguments, calls one hub method and returns either a JSON
+Each handler takes the validated arguments, calls one method of the services and returns either a JSON
 payload (our own answer) or a `CallToolResult` (a backend's answer, passed through).
 """
 
@@ -15,7 +15,8 @@ import mcp_types as types
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.core.answers import sampling_answer
 from emceepee_cli.core.calls import Relay
-from emceepee_cli.core.hub import LOG_LEVELS, Hub
+from emceepee_cli.core.heard import LOG_LEVELS
+from emceepee_cli.core.wiring import Services
 from emceepee_cli.errors import UsageError
 from emceepee_cli.server.envelope import Reply
 from emceepee_cli.store.records import TaskStatus
@@ -30,7 +31,7 @@ class Call:
     relay: Relay | None = None  # set when the host asked for progress (sent a progressToken)
 
 
-Handler = Callable[[Hub, dict[str, Any], Call], Awaitable[Payload]]
+Handler = Callable[[Services, dict[str, Any], Call], Awaitable[Payload]]
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,8 @@ def meta_tool(
     "restarting, stopped, disabled), transport, tool count, restarts and last error. Call this first.",
     {},
 )
-async def list_servers(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return hub.list_servers()
+async def list_servers(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return services.servers.list_servers()
 
 
 @meta_tool(
@@ -113,7 +114,7 @@ async def list_servers(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     ("name",),
     read_only=False,
 )
-async def add_server(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+async def add_server(services: Services, args: dict[str, Any], call: Call) -> Payload:
     if ("command" in args) == ("url" in args):
         raise UsageError("Give exactly one of `command` (a local server) or `url` (a remote one).")
     spec = ServerSpec(
@@ -125,7 +126,7 @@ async def add_server(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
         url=args.get("url"),
         headers=dict(args.get("headers", {})),
     )
-    return await hub.add_server(spec, persist=args.get("persist", True))
+    return await services.servers.add_server(spec, persist=args.get("persist", True))
 
 
 @meta_tool(
@@ -135,8 +136,8 @@ async def add_server(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     ("name",),
     read_only=False,
 )
-async def remove_server(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return await hub.remove_server(args["name"])
+async def remove_server(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return await services.servers.remove_server(args["name"])
 
 
 @meta_tool(
@@ -151,8 +152,8 @@ async def remove_server(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
         },
     },
 )
-async def list_tools(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return await hub.list_tools(args.get("server"), args.get("pattern"))
+async def list_tools(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return await services.servers.list_tools(args.get("server"), args.get("pattern"))
 
 
 @meta_tool(
@@ -174,8 +175,8 @@ async def list_tools(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     ("server", "tool"),
     read_only=False,
 )
-async def execute_tool(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    out = await hub.execute_tool(
+async def execute_tool(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    out = await services.servers.execute_tool(
         args["server"], args["tool"], args.get("args"), args.get("timeout_ms"), call.relay
     )
     if isinstance(out, dict):
@@ -217,8 +218,8 @@ WAIT_MS = {"type": "integer", "minimum": 0}
         },
     },
 )
-async def list_tasks(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return await hub.tasks.list_tasks(
+async def list_tasks(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return await services.tasks.list_tasks(
         args.get("server"), args.get("status"), args.get("include_completed", False)
     )
 
@@ -229,14 +230,14 @@ async def list_tasks(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     {"task_id": TASK_ID},
     ("task_id",),
 )
-async def get_task(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    task = await hub.tasks.get_json(args["task_id"])
+async def get_task(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    task = await services.tasks.get_json(args["task_id"])
     return {
         "task": task,
-        "pending_elicitations_for_server": hub.questions.for_server(task["server"])[
+        "pending_elicitations_for_server": services.questions.for_server(task["server"])[
             "elicitations_for_server"
         ],
-        **hub.tasks.saga(task["task_id"]),
+        **services.tasks.saga(task["task_id"]),
     }
 
 
@@ -254,8 +255,8 @@ async def get_task(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     },
     ("task_id",),
 )
-async def get_task_result(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    out = await hub.tasks.result(args["task_id"], args.get("timeout_ms"), call.relay)
+async def get_task_result(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    out = await services.tasks.result(args["task_id"], args.get("timeout_ms"), call.relay)
     if isinstance(out, dict):
         return Reply(
             out, f"Task {out['task']['task_id']} is still working; ask again later or await_activity."
@@ -270,8 +271,8 @@ async def get_task_result(hub: Hub, args: dict[str, Any], call: Call) -> Payload
     ("task_id",),
     read_only=False,
 )
-async def cancel_task(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return await hub.tasks.cancel(args["task_id"])
+async def cancel_task(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return await services.tasks.cancel(args["task_id"])
 
 
 @meta_tool(
@@ -287,8 +288,8 @@ async def cancel_task(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
         }
     },
 )
-async def await_activity(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return await hub.await_activity(args.get("timeout_ms", 30000))
+async def await_activity(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return await services.await_activity(args.get("timeout_ms", 30000))
 
 
 @meta_tool(
@@ -296,8 +297,8 @@ async def await_activity(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     "List the resources and resource templates the backend servers offer, grouped by server.",
     {"server": SERVER_FILTER},
 )
-async def list_resources(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return await hub.list_resources(args.get("server"))
+async def list_resources(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return await services.servers.list_resources(args.get("server"))
 
 
 @meta_tool(
@@ -306,8 +307,8 @@ async def list_resources(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     {"server": SERVER, "uri": {"type": "string", "description": "The resource URI."}},
     ("server", "uri"),
 )
-async def read_resource(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    result = await hub.read_resource(args["server"], args["uri"])
+async def read_resource(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    result = await services.servers.read_resource(args["server"], args["uri"])
     return types.CallToolResult(
         content=[types.EmbeddedResource(type="resource", resource=c) for c in result.contents]
     )
@@ -318,8 +319,8 @@ async def read_resource(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     "List the prompts the backend servers offer, with their arguments, grouped by server.",
     {"server": SERVER_FILTER},
 )
-async def list_prompts(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return await hub.list_prompts(args.get("server"))
+async def list_prompts(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return await services.servers.list_prompts(args.get("server"))
 
 
 @meta_tool(
@@ -332,8 +333,8 @@ async def list_prompts(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
     },
     ("server", "name"),
 )
-async def get_prompt(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return await hub.get_prompt(args["server"], args["name"], args.get("arguments"))
+async def get_prompt(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return await services.servers.get_prompt(args["server"], args["name"], args.get("arguments"))
 
 
 REQUEST_ID = {"type": "string", "description": "The request_id (or a unique prefix of it)."}
@@ -345,8 +346,8 @@ REQUEST_ID = {"type": "string", "description": "The request_id (or a unique pref
     "expected answer (or a URL to open), server and task. Answer with respond_to_elicitation.",
     {"server": SERVER_FILTER},
 )
-async def get_elicitations(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return {"elicitations": hub.questions.listed("elicitation", args.get("server"))}
+async def get_elicitations(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return {"elicitations": services.questions.listed("elicitation", args.get("server"))}
 
 
 @meta_tool(
@@ -365,12 +366,14 @@ async def get_elicitations(hub: Hub, args: dict[str, Any], call: Call) -> Payloa
     ("request_id", "action"),
     read_only=False,
 )
-async def respond_to_elicitation(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+async def respond_to_elicitation(services: Services, args: dict[str, Any], call: Call) -> Payload:
     answer: dict[str, Any] = {"action": args["action"]}
     if args["action"] == "accept":
         answer["content"] = args.get("content") or {}
     return {
-        "answered": await hub.questions.answer(args["request_id"], answer, by="model", kind="elicitation")
+        "answered": await services.questions.answer(
+            args["request_id"], answer, by="model", kind="elicitation"
+        )
     }
 
 
@@ -380,8 +383,8 @@ async def respond_to_elicitation(hub: Hub, args: dict[str, Any], call: Call) -> 
     "You may answer them yourself with respond_to_sampling.",
     {"server": SERVER_FILTER},
 )
-async def get_sampling_requests(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return {"sampling_requests": hub.questions.listed("sampling", args.get("server"))}
+async def get_sampling_requests(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return {"sampling_requests": services.questions.listed("sampling", args.get("server"))}
 
 
 @meta_tool(
@@ -396,9 +399,11 @@ async def get_sampling_requests(hub: Hub, args: dict[str, Any], call: Call) -> P
     ("request_id", "content"),
     read_only=False,
 )
-async def respond_to_sampling(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
+async def respond_to_sampling(services: Services, args: dict[str, Any], call: Call) -> Payload:
     answer = sampling_answer(args["content"], args.get("model"), args.get("stop_reason"))
-    return {"answered": await hub.questions.answer(args["request_id"], answer, by="model", kind="sampling")}
+    return {
+        "answered": await services.questions.answer(args["request_id"], answer, by="model", kind="sampling")
+    }
 
 
 @meta_tool(
@@ -422,8 +427,8 @@ async def respond_to_sampling(hub: Hub, args: dict[str, Any], call: Call) -> Pay
     ("saga_token", "completed_steps"),
     read_only=False,
 )
-async def resume_tool(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    out = await hub.tasks.resume(args["saga_token"], args["completed_steps"], call.relay)
+async def resume_tool(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    out = await services.tasks.resume(args["saga_token"], args["completed_steps"], call.relay)
     if isinstance(out, dict):
         state = "suspended again" if "saga" in out else "still working"
         return Reply(out, f"Task {out['task']['task_id']} is {state}.")
@@ -441,8 +446,8 @@ LIMIT = {"type": "integer", "minimum": 1, "maximum": 1000}
         "limit": {**LIMIT, "default": 50, "description": "At most this many, newest kept (default 50)."},
     },
 )
-async def get_notifications(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return hub.get_notifications(args.get("server"), args.get("limit", 50))
+async def get_notifications(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return services.servers.get_notifications(args.get("server"), args.get("limit", 50))
 
 
 @meta_tool(
@@ -458,5 +463,5 @@ async def get_notifications(hub: Hub, args: dict[str, Any], call: Call) -> Paylo
         "limit": {**LIMIT, "default": 100, "description": "At most this many, newest kept (default 100)."},
     },
 )
-async def get_logs(hub: Hub, args: dict[str, Any], call: Call) -> Payload:
-    return hub.get_logs(args.get("server"), args.get("level"), args.get("limit", 100))
+async def get_logs(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return services.servers.get_logs(args.get("server"), args.get("level"), args.get("limit", 100))

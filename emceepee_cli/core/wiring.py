@@ -1,0 +1,124 @@
+"""The one place `serve`'s parts are built and joined.
+
+Each part gets only the narrow things it uses, at construction: dependencies run one way
+(servers → tasks → questions → events, all on the runtime and the journal), and the few calls
+that go back up are listeners and lookups given here — questions announce a waiting question to
+the tasks, ask the servers for a server's forwarding policy, and log to what the servers heard;
+tasks look a backend up by name. The meta-tools get `Services` and call one method of a part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio.abc
+
+from emceepee_cli.config import Config, Defaults, Policy, forwarding_policy
+from emceepee_cli.core import activity, leftovers, sagas
+from emceepee_cli.core.backend import Backend
+from emceepee_cli.core.events import Events
+from emceepee_cli.core.heard import Heard
+from emceepee_cli.core.host import HostLink
+from emceepee_cli.core.questions import Questions
+from emceepee_cli.core.runtime import Runtime
+from emceepee_cli.core.servers import Servers
+from emceepee_cli.core.tasks import Tasks
+from emceepee_cli.core.watcher import Watcher
+from emceepee_cli.store.aio import AsyncJournal
+
+
+@dataclass(frozen=True)
+class Services:
+    servers: Servers
+    tasks: Tasks
+    questions: Questions
+    events: Events
+    heard: Heard
+    host: HostLink
+    runtime: Runtime
+    watcher: Watcher
+    journal: AsyncJournal
+    defaults: Defaults
+    instance_id: str
+
+    def __repr__(self) -> str:
+        return f"<Services {self.instance_id} {self.servers!r} {self.tasks!r} {self.events!r}>"
+
+    def start(self) -> None:
+        """Start every configured backend, the watcher and the leftover reaper; never waits for any."""
+        self.servers.start_all()
+        self.runtime.spawn(self.watcher.run, name="journal watcher")
+        self.runtime.spawn(leftovers.reap_async, self.journal, name="leftover reaper")
+
+    def stop(self) -> None:
+        """Stop the watcher and every backend; calls still running end as interrupted."""
+        self.watcher.stop()
+        self.tasks.stop_all()
+        self.servers.stop_all()
+
+    async def await_activity(self, timeout_ms: int) -> dict[str, Any]:
+        return await activity.await_activity(
+            self.events, self.tasks, self.questions, timeout_ms, self.defaults.max_wait_ms
+        )
+
+
+def build(
+    config: Config,
+    task_group: anyio.abc.TaskGroup,
+    journal: AsyncJournal,
+    instance_id: str,
+    log_dir: Path | None = None,
+) -> Services:
+    defaults = config.defaults
+    backends: dict[str, Backend] = {}
+    runtime = Runtime(task_group)
+    events = Events(instance_id, journal, runtime)
+    heard = Heard()  # notifications and logs, for get_notifications and get_logs
+    host = HostLink()
+
+    def policy(server: str, kind: str) -> Policy:
+        backend = backends.get(server)
+        return forwarding_policy(backend.spec if backend else None, defaults, kind)
+
+    questions = Questions(
+        journal, events, runtime, defaults, instance_id, policy=policy, host=host, log=heard.log
+    )
+    tasks = Tasks(
+        journal,
+        events,
+        questions,
+        runtime,
+        defaults,
+        instance_id,
+        backends=backends.get,
+        install_key=sagas.install_key(),
+    )
+    questions.on_waiting(tasks.question_arrived)
+    servers = Servers(
+        config,
+        journal,
+        events,
+        heard,
+        questions,
+        tasks,
+        runtime,
+        instance_id,
+        backends=backends,
+        log_dir=log_dir,
+    )
+    watcher = Watcher(journal, runtime, tasks, questions, instance_id, defaults.retention_s)
+    return Services(
+        servers=servers,
+        tasks=tasks,
+        questions=questions,
+        events=events,
+        heard=heard,
+        host=host,
+        runtime=runtime,
+        watcher=watcher,
+        journal=journal,
+        defaults=defaults,
+        instance_id=instance_id,
+    )
