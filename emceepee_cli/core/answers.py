@@ -13,10 +13,18 @@ from typing import Any
 
 import mcp_types as types
 
+from emceepee_cli.clock import age
 from emceepee_cli.core import schema
 from emceepee_cli.errors import UsageError
 from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import ElicitationStatus, Kind, PendingRow, SamplingStatus, params_of
+from emceepee_cli.store.records import (
+    ElicitationStatus,
+    Kind,
+    PendingRow,
+    SamplingStatus,
+    TaskStatus,
+    params_of,
+)
 
 ACTION_STATUS = {
     "accept": ElicitationStatus.ACCEPTED,
@@ -43,6 +51,37 @@ def answer_question(
     if not settled:
         raise already_answered(now)
     return now
+
+
+def who_delivers(journal: Journal, row: PendingRow) -> str:
+    """How an answer written now reaches the backend; a UsageError (write nothing) when nothing can
+    pass it on: the process that asked is gone and the call cannot be resumed."""
+    if row["status"] != "pending":
+        raise _not_pending(row)
+    owner = journal.instance(row["instance_id"])
+    if owner is not None and journal.instance_alive(owner):
+        return f"the emceepee process that asked (pid {owner['pid']}) will pass it to the backend within a moment."
+    seen = (
+        f"(pid {owner['pid']}, last seen {age(owner['stopped_at'] or owner['heartbeat_at'])} ago)"
+        if owner is not None
+        else "(no record of it)"
+    )
+    task = journal.task(row["task_id"]) if row["task_id"] else None
+    if task is not None and task["request_state"] is not None and task["status"] == TaskStatus.WORKING:
+        return (
+            f"the emceepee process that asked {seen} has stopped; the answer will be delivered when emceepee "
+            f"next starts (it resumes the call)."
+        )
+    raise UsageError(
+        f"The emceepee process that asked question {row['request_id']} {seen} is gone, so no backend is "
+        f"waiting for the answer. Nothing was answered.",
+        hint="Call the tool again from your MCP host; it will ask again.",
+    )
+
+
+def _not_pending(row: PendingRow) -> UsageError:
+    base = already_answered(row)
+    return UsageError(f"{base.message} ({row['error']})", hint=base.hint) if row.get("error") else base
 
 
 def check_answer(row: PendingRow, answer: dict[str, Any]) -> str:
