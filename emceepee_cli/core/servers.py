@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec
 from emceepee_cli.core import patterns, schema, transport
-from emceepee_cli.core.answers import elicit_reply, sample_reply
+from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.events import Events
@@ -34,7 +34,7 @@ from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
 from emceepee_cli.redact import redact, redact_data
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import Kind, PendingRow
+from emceepee_cli.store.records import PendingRow
 
 log = logging.getLogger(__name__)
 
@@ -117,19 +117,16 @@ class Servers:
         if process.returncode is not None:
             self.runtime.write(self.journal, Journal.forget_spawned, self.instance_id, process.pid)
 
-    async def elicit(
-        self, backend: Backend, params: types.ElicitRequestParams
-    ) -> types.ElicitResult | types.ErrorData:
-        answered = await self._ask(backend, Kind.ELICITATION, params)
-        return answered if isinstance(answered, types.ErrorData) else elicit_reply(answered)
+    async def question(
+        self,
+        backend: Backend,
+        kind: str,
+        params: types.ElicitRequestParams | types.CreateMessageRequestParams,
+    ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
+        answered = await self._ask(backend, kind, params)
+        return answered if isinstance(answered, types.ErrorData) else backend_reply(answered)
 
-    async def sample(
-        self, backend: Backend, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult | types.ErrorData:
-        answered = await self._ask(backend, Kind.SAMPLING, params)
-        return answered if isinstance(answered, types.ErrorData) else sample_reply(answered)
-
-    async def _ask(self, backend: Backend, kind: Kind, params: BaseModel) -> PendingRow | types.ErrorData:
+    async def _ask(self, backend: Backend, kind: str, params: BaseModel) -> PendingRow | types.ErrorData:
         """A handshake-era backend asks mid-call: park (and maybe forward) it; its settled row.
 
         The question is labelled with the call that asked only when that is certain: the one call

@@ -28,9 +28,10 @@ from mcp import ClientSession
 from emceepee_cli.config import Defaults
 from emceepee_cli.core import sagas
 from emceepee_cli.core.answers import already_answered, step_answer
-from emceepee_cli.core.backend import Backend, describe
+from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.calls import Call, CallState, Relay, final_row, journal_warning, outcome, task_row
 from emceepee_cli.core.events import Events
+from emceepee_cli.core.failures import describe
 from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.recorder import JOURNAL_WAIT_S, Recorder
 from emceepee_cli.core.rounds import Round, Rounds
