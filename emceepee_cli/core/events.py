@@ -5,7 +5,11 @@ connected or died, a backend's list changed or a resource was updated, a questio
 Logs are not events (they are on demand, through get_logs) and never wake anything.
 
 Delivery is exactly once per host session (one `serve` process is one host session): `take()`
-hands over what is not yet delivered, oldest first, and records the cursor in the journal.
+hands over what is not yet delivered, oldest first, and records the cursor in the journal (the
+last of this session's own events delivered). A host that lost a reply asks again with the last
+event id it saw: `since()` reads the events delivered after it back from the journal. What a
+session that ended never delivered is claimed by the next `serve` to start (`replay()`), and
+delivered once more, marked `replayed`.
 
 A backend cannot make this grow without bound. An event emitted with a `coalesce` key that
 matches one still undelivered is counted on it (`data.count`) instead of added. At most
@@ -31,6 +35,7 @@ from emceepee_cli.store.records import Event
 
 EVENTS_KEPT = 1000
 EVENTS_PER_REPLY = 100
+WRITTEN_WAIT_S = 10.0  # for a read back, how long the writes it may need are waited for
 
 P = ParamSpec("P")
 
@@ -47,6 +52,7 @@ class Events:
         self._arrived = anyio.Event()
         self._unwritten = 0  # journal writes started and not yet ended
         self._written = anyio.Event()
+        self.delivered: str | None = None  # the last of this session's own events handed over
 
     def __repr__(self) -> str:
         return f"<Events undelivered={len(self._undelivered)} dropped={self._dropped}>"
@@ -85,11 +91,28 @@ class Events:
             if event["data"].get("count", 1) > 1:  # journaled with the count it had then
                 self._write(Journal.update_event_data, event["event_id"], event["data"])
             taken.append(event)
-        if taken:
-            self._write(Journal.set_cursor, self.instance_id, taken[-1]["event_id"])
+        own = [e["event_id"] for e in taken if not e.get("replayed")]
+        if own:
+            self.delivered = own[-1]
+            self._write(Journal.set_cursor, self.instance_id, self.delivered)
         if self._undelivered:  # held back, not lost: say so, so the model knows to ask again
             taken.append(self._waiting_note())
         return taken
+
+    def replay(self, events: list[Event]) -> None:
+        """Deliver, before anything new, the events a session that ended never delivered."""
+        self._undelivered.extendleft(reversed(events))
+        if events:
+            self._wake()
+
+    async def since(self, event_id: str, limit: int = EVENTS_PER_REPLY) -> list[Event]:
+        """This session's events delivered after `event_id`, read back from the journal."""
+        if self.delivered is None or event_id >= self.delivered:
+            return []
+        await self.written(WRITTEN_WAIT_S)
+        return await self.journal.run(
+            Journal.events_between, self.instance_id, event_id, self.delivered, limit
+        )
 
     async def wait(self, timeout_s: float) -> bool:
         """Wait (bounded) for an undelivered event; True if there is one."""

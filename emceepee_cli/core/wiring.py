@@ -9,7 +9,8 @@ tasks look a backend up by name. The meta-tools get `Services` and call one meth
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import anyio.abc
 from emceepee_cli.config import Config, Defaults, Policy, forwarding_policy
 from emceepee_cli.core import activity, leftovers, sagas
 from emceepee_cli.core.backend import Backend
-from emceepee_cli.core.events import Events
+from emceepee_cli.core.events import EVENTS_KEPT, Events
 from emceepee_cli.core.heard import Heard
 from emceepee_cli.core.host import HostLink
 from emceepee_cli.core.questions import Questions
@@ -26,7 +27,39 @@ from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.servers import Servers
 from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.core.watcher import Watcher
+from emceepee_cli.errors import JournalError
 from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import Event
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Inherited:
+    """What a starting `serve` takes over from dead ones: suspended calls, undelivered events."""
+
+    calls: list[str] = field(default_factory=list[str])
+    events: list[Event] = field(default_factory=list[Event])
+
+
+async def take_over(journal: AsyncJournal, instance_id: str, retention_s: float) -> Inherited:
+    """Register this instance and settle what dead ones left; what it inherits.
+
+    A journal that cannot be written here (a full disk) is logged, and `serve` runs anyway:
+    its backends answer; what it cannot journal is not kept.
+    """
+    try:
+        await journal.run(Journal.register_instance, instance_id)
+        interrupted = await journal.run(Journal.interrupt_orphans)
+        if interrupted:
+            log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
+        await journal.run(Journal.purge_finished, retention_s)
+        events = await journal.run(Journal.claim_events, instance_id, EVENTS_KEPT)
+        return Inherited(await journal.run(Journal.adopt_orphans, instance_id), events)
+    except JournalError as exc:
+        log.error("journal: %s", exc)  # noqa: TRY400 - a known failure, said in one line
+        return Inherited()
 
 
 @dataclass(frozen=True)
@@ -46,11 +79,14 @@ class Services:
     def __repr__(self) -> str:
         return f"<Services {self.instance_id} {self.servers!r} {self.tasks!r} {self.events!r}>"
 
-    def start(self) -> None:
-        """Start every configured backend, the watcher and the leftover reaper; never waits for any."""
+    async def start(self, inherited: Inherited) -> None:
+        """Start every configured backend, the watcher and the leftover reaper (never waiting for
+        any); then take up what dead instances left: their events, their suspended calls."""
         self.servers.start_all()
         self.runtime.spawn(self.watcher.run, name="journal watcher")
         self.runtime.spawn(leftovers.reap_async, self.journal, name="leftover reaper")
+        self.events.replay(inherited.events)
+        await self.tasks.adopt(inherited.calls)
 
     def stop(self) -> None:
         """Stop the watcher and every backend; calls still running end as interrupted."""
@@ -58,9 +94,9 @@ class Services:
         self.tasks.stop_all()
         self.servers.stop_all()
 
-    async def await_activity(self, timeout_ms: int) -> dict[str, Any]:
+    async def await_activity(self, timeout_ms: int, since_event_id: str | None = None) -> dict[str, Any]:
         return await activity.await_activity(
-            self.events, self.tasks, self.questions, timeout_ms, self.defaults.max_wait_ms
+            self.events, self.tasks, self.questions, timeout_ms, self.defaults.max_wait_ms, since_event_id
         )
 
 

@@ -31,7 +31,7 @@ from emceepee_cli.config import Config, ConfigProblem, Defaults, load_config
 from emceepee_cli.core import schema, wiring
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.wiring import Services
-from emceepee_cli.errors import ConfigError, EmceepeeError, JournalError, NotFound, UsageError
+from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import new_id
 from emceepee_cli.redact import RedactingFormatter
 from emceepee_cli.server import diagrams
@@ -67,11 +67,10 @@ def build_server(
             journal = AsyncJournal(await anyio.to_thread.run_sync(Journal, db_path))
             instance_id = new_id()
             try:
-                adopted = await _take_over(journal, instance_id, config)
+                inherited = await wiring.take_over(journal, instance_id, config.defaults.retention_s)
                 async with anyio.create_task_group() as tg:
                     services = wiring.build(config, tg, journal, instance_id, log_dir)
-                    services.start()
-                    await services.tasks.adopt(adopted)
+                    await services.start(inherited)
                     try:
                         yield services
                     finally:
@@ -92,24 +91,6 @@ def build_server(
         on_list_resources=_list_resources,
         on_read_resource=_read_resource,
     )
-
-
-async def _take_over(journal: AsyncJournal, instance_id: str, config: Config) -> list[str]:
-    """Register this instance and settle what dead ones left; the suspended calls it adopted.
-
-    A journal that cannot be written here (a full disk) is logged, and `serve` runs anyway:
-    its backends answer; what it cannot journal is not kept.
-    """
-    try:
-        await journal.run(Journal.register_instance, instance_id)
-        interrupted = await journal.run(Journal.interrupt_orphans)
-        if interrupted:
-            log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
-        await journal.run(Journal.purge_finished, config.defaults.retention_s)
-        return list(await journal.run(Journal.adopt_orphans, instance_id))
-    except JournalError as exc:
-        log.error("journal: %s", exc)
-        return []
 
 
 async def _list_tools(

@@ -15,6 +15,7 @@ from emceepee_cli.core.events import EVENTS_KEPT, EVENTS_PER_REPLY, Events
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import Event
 
 pytestmark = pytest.mark.anyio
 
@@ -76,3 +77,32 @@ async def test_the_undelivered_queue_drops_its_oldest_and_says_how_many(tmp_path
     # the journal keeps what memory dropped, and the note that says so; never the "waiting" notes
     assert len(rows) == EVENTS_KEPT + 500 + 1
     assert cursor(journal) == rest[-1]["event_id"]
+
+
+async def test_replayed_events_come_first_once_and_leave_the_cursor_to_this_sessions_own(
+    tmp_path: Path,
+) -> None:
+    async with events(tmp_path) as (queue, journal):
+        own = queue.emit("server_connected", "h", {"status": "ready"})
+        old = Event(event_id="0OLD", type="task_status", server="h", created_at="t", data={}, replayed=True)
+        queue.replay([old])
+        taken = queue.take()
+        again = queue.take()
+        await queue.written(WRITTEN_S)
+    assert [e["event_id"] for e in taken] == ["0OLD", own["event_id"]] and again == []
+    assert queue.delivered == own["event_id"] == cursor(journal)
+    assert [r["event_id"] for r in journaled(journal)] == [
+        own["event_id"]
+    ]  # the old one is not journaled twice
+
+
+async def test_since_reads_back_what_this_session_delivered_after_an_id(tmp_path: Path) -> None:
+    async with events(tmp_path) as (queue, _):
+        sent = [queue.emit("task_status", "h", {"n": n}) for n in range(5)]
+        assert await queue.since(sent[0]["event_id"]) == []  # nothing delivered yet
+        queue.take()
+        queue.emit("task_status", "h", {"n": 5})  # not delivered: not read back
+        back = await queue.since(sent[1]["event_id"])
+        nothing = await queue.since(sent[4]["event_id"])
+    assert [e["data"] for e in back] == [{"n": 2}, {"n": 3}, {"n": 4}]
+    assert nothing == []

@@ -93,14 +93,20 @@ async def cancel_task(services: Services, args: dict[str, Any], call: Call) -> P
     "await_activity",
     "Wait until something happens (a task finishes, a backend connects, dies or changes its lists, a question "
     "arrives) or timeout_ms passes; returns at once if events are waiting. Returns triggers, events, the tasks "
-    "still working (pending_server) and the questions awaiting an answer (pending_client).",
+    "still working (pending_server), the questions awaiting an answer (pending_client) and last_event_id. "
+    "If a reply was lost, pass the last event id you saw as since_event_id to have the events after it again.",
     {
         "timeout_ms": {
             **WAIT_MS,
             "default": 30000,
             "description": "Longest wait (default 30000; capped below the host's timeout).",
-        }
+        },
+        "since_event_id": {
+            "type": "string",
+            "description": "Also return the events delivered after this one (the last_event_id of an earlier "
+            "reply), read back from the journal.",
+        },
     },
 )
 async def await_activity(services: Services, args: dict[str, Any], call: Call) -> Payload:
-    return await services.await_activity(args.get("timeout_ms", 30000))
+    return await services.await_activity(args.get("timeout_ms", 30000), args.get("since_event_id"))
