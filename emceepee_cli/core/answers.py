@@ -60,7 +60,8 @@ def who_delivers(journal: Journal, row: PendingRow) -> str:
         raise _not_pending(row)
     owner = journal.instance(row["instance_id"])
     if owner is not None and journal.instance_alive(owner):
-        return f"the emceepee process that asked (pid {owner['pid']}) will pass it to the backend within a moment."
+        pid = owner["pid"]
+        return f"the emceepee process that asked (pid {pid}) will pass it to the backend within a moment."
     seen = (
         f"(pid {owner['pid']}, last seen {age(owner['stopped_at'] or owner['heartbeat_at'])} ago)"
         if owner is not None

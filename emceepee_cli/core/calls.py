@@ -45,7 +45,7 @@ class Relay:
         self.sent_at = time.monotonic()
         try:
             await self._send(self.last, total, message)
-        except Exception as exc:  # the host's request is gone: progress is best effort, the call is not
+        except Exception as exc:  # noqa: BLE001 - the host's request is gone; progress is best effort
             log.debug("progress relay stopped: %r", exc)
             self._send = None
 
@@ -196,7 +196,8 @@ def outcome(row: TaskRow) -> types.CallToolResult | dict[str, Any]:
         return types.CallToolResult.model_validate_json(row["result"])
     if status in FINISHED_TASK:
         raise TaskEnded(
-            f"Task {row['task_id']} ({row['server']}.{row['tool']}) {status.value}: {row.get('error') or 'no reason recorded'}",
+            f"Task {row['task_id']} ({row['server']}.{row['tool']}) {status.value}: "
+            f"{row.get('error') or 'no reason recorded'}",
             hint=_ENDED_HINT[status],
         )
     return {"task": task_json(row)}

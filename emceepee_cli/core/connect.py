@@ -34,9 +34,9 @@ async def open_transport(
     """The streams to an expanded `spec`, and its process (None for a remote backend)."""
     if spec.transport == "http":
         assert spec.url is not None
-        async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=HTTP_TIMEOUT) as http:
-            async with streamable_http_client(spec.url, http_client=http) as (read, write):
-                yield (read, write), None
+        http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=HTTP_TIMEOUT)
+        async with http, streamable_http_client(spec.url, http_client=http) as (read, write):
+            yield (read, write), None
         return
     assert spec.command is not None
     env = get_default_environment() | dict(spec.env)

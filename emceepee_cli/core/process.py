@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from collections import deque
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 import anyio
@@ -154,10 +155,8 @@ def _signal(process: asyncio.subprocess.Process, me: procs.Proc, strays: set[pro
     """Signal the backend and what it started; never through Popen.send_signal, whose poll() would
     reap the exit status before asyncio's child watcher sees it."""
     if sys.platform == "win32":
-        try:
+        with suppress(ProcessLookupError):
             process.kill() if sig == _SIGKILL else process.terminate()
-        except ProcessLookupError:
-            pass
         return
     for proc in (me, *strays):
         proc.signal(sig)
@@ -166,7 +165,5 @@ def _signal(process: asyncio.subprocess.Process, me: procs.Proc, strays: set[pro
 
 
 def _killpg(pgid: int, sig: int) -> None:
-    try:
+    with suppress(ProcessLookupError, PermissionError, OSError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass

@@ -208,7 +208,7 @@ class Questions:
         except EmceepeeError as exc:  # the host's answer was invalid, or someone answered first
             message = f"the host's answer to {question.request_id} was not used: {exc.message}"
             self.log(row["server"], "warning", message, "emceepee")
-        except Exception as exc:  # forwarding is best effort: park instead
+        except Exception as exc:  # noqa: BLE001 - forwarding is best effort: park instead
             message = f"forwarding {question.request_id} to the host failed ({exc!r}); parked"
             self.log(row["server"], "warning", message, "emceepee")
         finally:

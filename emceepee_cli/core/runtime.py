@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Concatenate, ParamSpec, TypeVarTuple, Unpack
+from typing import Concatenate, ParamSpec, TypeVarTuple
 
 import anyio.abc
 
@@ -36,7 +36,7 @@ class Runtime:
     def __repr__(self) -> str:
         return f"<Runtime journal_errors={len(self._journal_errors)}>"
 
-    def spawn(self, fn: Callable[[Unpack[Ts]], Awaitable[object]], *args: Unpack[Ts], name: str) -> None:
+    def spawn(self, fn: Callable[[*Ts], Awaitable[object]], *args: *Ts, name: str) -> None:
         """Run `fn(*args)` in the background, under the guard."""
         self.task_group.start_soon(_guard, fn, args, name, name=name)
 
@@ -73,7 +73,7 @@ class Runtime:
         log.error("journal: %s", exc)
 
 
-async def _guard(fn: Callable[[Unpack[Ts]], Awaitable[object]], args: tuple[Unpack[Ts]], name: str) -> None:
+async def _guard(fn: Callable[[*Ts], Awaitable[object]], args: tuple[*Ts], name: str) -> None:
     try:
         await fn(*args)
     except Exception:

@@ -171,7 +171,8 @@ class Servers:
             known = ", ".join(sorted(self.backends)) or "none"
             raise NotFound(
                 f"Unknown server '{name}'. Known: {known}.",
-                hint=f"Add it with add_server, or in a terminal: emceepee servers add {name} -- <command> [args…]",
+                hint="Add it with add_server, or in a terminal: "
+                f"emceepee servers add {name} -- <command> [args…]",
             )
         return backend
 
@@ -281,7 +282,8 @@ class Servers:
         if wrong:
             raise UsageError(
                 f"Arguments for {server}.{tool} do not match its input schema:\n- " + "\n- ".join(wrong),
-                hint=f"Nothing was sent to '{server}'. Fix the fields named; list_tools(server='{server}') shows the schema.",
+                hint=f"Nothing was sent to '{server}'. Fix the fields named; "
+                f"list_tools(server='{server}') shows the schema.",
             )
         return await self.tasks.execute(backend, tool, args, timeout_ms, relay)
 

@@ -165,7 +165,8 @@ class Tasks:
                     )
                     call.error = BackendError(
                         f"The call to {call.server}.{call.tool} failed inside emceepee: {describe(exc)}",
-                        hint="This is a bug in emceepee; its stderr log has the traceback. Call the tool again.",
+                        hint="This is a bug in emceepee; its stderr log has the traceback. "
+                        "Call the tool again.",
                     )
         finally:
             if call.result is None and call.error is None:

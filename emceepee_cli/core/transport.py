@@ -88,7 +88,7 @@ async def open_stdio(
     `on_problem` hears what goes wrong on our side of the pipes (log file, over-long messages).
     """
     executable = resolve_command(command, env)
-    if cwd is not None and not Path(cwd).is_dir():
+    if cwd is not None and not await anyio.Path(cwd).is_dir():
         raise BackendError(f"Working directory '{cwd}' does not exist", hint="Fix the server's `cwd`.")
     report = on_problem or (lambda text: None)
     log_file = LogFile(stderr_log, report)

@@ -58,7 +58,7 @@ async def take_over(journal: AsyncJournal, instance_id: str, retention_s: float)
         events = await journal.run(Journal.claim_events, instance_id, EVENTS_KEPT)
         return Inherited(await journal.run(Journal.adopt_orphans, instance_id), events)
     except JournalError as exc:
-        log.error("journal: %s", exc)  # noqa: TRY400 - a known failure, said in one line
+        log.error("journal: %s", exc)
         return Inherited()
 
 

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -36,7 +37,7 @@ from emceepee_cli.ids import new_id
 from emceepee_cli.redact import RedactingFormatter
 from emceepee_cli.server import diagrams
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
-from emceepee_cli.server.meta_tools import TOOLS, Call
+from emceepee_cli.server.meta_tools import TOOLS, Call, MetaTool
 from emceepee_cli.server.stdio import host_streams
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
@@ -138,25 +139,13 @@ async def _dispatch(
 ) -> tuple[types.CallToolResult, bool]:
     """The tool's result, and whether it is our own (False: a backend's, passed through)."""
     try:
-        tool = TOOLS.get(params.name)
-        if tool is None:
-            raise NotFound(
-                f"emceepee has no tool '{params.name}'. Its tools: {', '.join(TOOLS)}.",
-                hint="To call a backend's tool, use execute_tool(server, tool, args).",
-            )
-        args = params.arguments or {}
-        wrong = schema.problems(args, tool.input_schema, root="arguments")
-        if wrong:
-            raise UsageError(
-                f"Invalid arguments for {tool.name}:\n- " + "\n- ".join(wrong),
-                hint="Fix the fields named and call again.",
-            )
+        tool, args = _checked(params)
         wants_progress = bool(ctx.meta and ctx.meta.get("progress_token") is not None)
         relay = Relay(ctx.session.report_progress) if wants_progress else None
         out = await tool.handler(services, args, Call(relay=relay))
     except EmceepeeError as exc:
         return error_result(exc), True
-    except Exception as exc:  # noqa: BLE001 - a bug must not crash the proxy or leak a traceback upstream
+    except Exception as exc:  # a bug must not crash the proxy or leak a traceback upstream
         log.exception("meta-tool %s failed", params.name)
         return error_result(
             EmceepeeError(
@@ -169,6 +158,24 @@ async def _dispatch(
     if isinstance(out, Reply):
         return payload_result(out.payload, out.summary), True
     return payload_result(out), True
+
+
+def _checked(params: types.CallToolRequestParams) -> tuple[MetaTool, dict[str, Any]]:
+    """The meta-tool called, and its arguments once they match its schema."""
+    tool = TOOLS.get(params.name)
+    if tool is None:
+        raise NotFound(
+            f"emceepee has no tool '{params.name}'. Its tools: {', '.join(TOOLS)}.",
+            hint="To call a backend's tool, use execute_tool(server, tool, args).",
+        )
+    args = params.arguments or {}
+    wrong = schema.problems(args, tool.input_schema, root="arguments")
+    if wrong:
+        raise UsageError(
+            f"Invalid arguments for {tool.name}:\n- " + "\n- ".join(wrong),
+            hint="Fix the fields named and call again.",
+        )
+    return tool, args
 
 
 def _note_host(ctx: ServerRequestContext[Services], services: Services) -> None:

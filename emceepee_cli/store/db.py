@@ -161,7 +161,7 @@ def close_quietly(db: sqlite_utils.Database, *, keep_sidecars: bool = False) -> 
     conn: Any = db.conn
     try:
         if keep_sidecars and hasattr(conn, "setconfig"):
-            conn.setconfig(sqlite3.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, True)  # type: ignore[attr-defined]
+            conn.setconfig(sqlite3.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, True)  # type: ignore[attr-defined]  # 3.12+, hasattr-guarded
         conn.close()
     except sqlite3.Error as exc:
         return str(exc)

@@ -82,8 +82,9 @@ class Journal(EventLog, Instances, Recovery):
         """Move a working task to a final state; False if someone else finished it first."""
         at = now_iso()
         cursor = self.db.execute(
-            "UPDATE tasks SET status = ?, result = ?, error = ?, status_message = coalesce(?, status_message),"
-            f" finished_at = ?, last_updated_at = ? WHERE task_id = ? AND (status = ? OR {MISTAKEN_ORPHAN})",
+            "UPDATE tasks SET status = ?, result = ?, error = ?,"
+            " status_message = coalesce(?, status_message), finished_at = ?, last_updated_at = ?"
+            f" WHERE task_id = ? AND (status = ? OR {MISTAKEN_ORPHAN})",
             [
                 finishing(status).value,
                 json.dumps(result) if result is not None else None,

@@ -1,4 +1,4 @@
-"""`emceepee pending` and `emceepee answer` on a real journal file, as real processes (and a real terminal)."""
+"""`emceepee pending` and `emceepee answer` on a real journal file, as real processes (and a terminal)."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from emceepee_cli.errors import JournalError
 from emceepee_cli.clock import now_iso
+from emceepee_cli.errors import JournalError
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.migrations import migrations
 from emceepee_cli.store.records import Event, TaskStatus
@@ -48,7 +48,8 @@ def test_a_journal_from_a_newer_emceepee_is_refused_and_left_alone(tmp_path: Pat
     Journal(path).close()
     with sqlite3.connect(path) as conn:
         conn.execute(
-            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES ('emceepee', 'm999_future', 'x')"
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at)"
+            " VALUES ('emceepee', 'm999_future', 'x')"
         )
     before = path.read_bytes()
     with pytest.raises(JournalError, match="written by a newer emceepee") as caught:
@@ -62,7 +63,8 @@ def test_the_cli_refuses_a_newer_journal_with_a_clear_error(tmp_path: Path) -> N
     Journal(path).close()
     with sqlite3.connect(path) as conn:
         conn.execute(
-            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES ('emceepee', 'm999_future', 'x')"
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at)"
+            " VALUES ('emceepee', 'm999_future', 'x')"
         )
     done = subprocess.run(
         [sys.executable, "-m", "emceepee_cli", "tasks", "list", "--db", str(path)],

@@ -16,8 +16,9 @@ REQUEST_ID = {"type": "string", "description": "The request_id (or a unique pref
 
 @group.tool(
     "get_elicitations",
-    "List the questions backend servers are waiting on the user for (elicitations): message, the schema of the "
-    "expected answer (or a URL to open), server and task. Answer with respond_to_elicitation.",
+    "List the questions backend servers are waiting on the user for (elicitations): message, "
+    "the schema of the expected answer (or a URL to open), server and task. "
+    "Answer with respond_to_elicitation.",
     {"server": SERVER_FILTER},
 )
 async def get_elicitations(services: Services, args: dict[str, Any], call: Call) -> Payload:
@@ -82,10 +83,10 @@ async def respond_to_sampling(services: Services, args: dict[str, Any], call: Ca
 
 @group.tool(
     "resume_tool",
-    "Resume a suspended tool call (a task shown with a `saga`): give the saga_token and an answer for its steps "
-    "— for an elicitation step `result` is {action, content} (or just the content, meaning accept); for a "
-    "sampling step, the completion text; `error` instead refuses the step. Waits (capped) for the next "
-    "suspension or the result.",
+    "Resume a suspended tool call (a task shown with a `saga`): give the saga_token and an answer "
+    "for its steps — for an elicitation step `result` is {action, content} (or just the content, "
+    "meaning accept); for a sampling step, the completion text; `error` instead refuses the step. "
+    "Waits (capped) for the next suspension or the result.",
     {
         "saga_token": {"type": "string", "description": "The saga_token, exactly as given."},
         "completed_steps": {

@@ -104,7 +104,8 @@ async def list_tools(services: Services, args: dict[str, Any], call: Call) -> Pa
         "timeout_ms": {
             "type": "integer",
             "minimum": 0,
-            "description": "How long to wait before the call becomes a task (default from the config, 45000).",
+            "description": "How long to wait before the call becomes a task "
+            "(default from the config, 45000).",
         },
     },
     ("server", "tool"),

@@ -57,9 +57,9 @@ async def get_task(services: Services, args: dict[str, Any], call: Call) -> Payl
 
 @group.tool(
     "get_task_result",
-    "Get a task's result: the backend's own result once completed (waiting up to timeout_ms, capped below the "
-    "host's timeout, while it works); the task itself if still working; an error saying why if it failed, was "
-    "cancelled, expired or was interrupted.",
+    "Get a task's result: the backend's own result once completed (waiting up to timeout_ms, "
+    "capped below the host's timeout, while it works); the task itself if still working; an error "
+    "saying why if it failed, was cancelled, expired or was interrupted.",
     {
         "task_id": TASK_ID,
         "timeout_ms": {
@@ -91,10 +91,11 @@ async def cancel_task(services: Services, args: dict[str, Any], call: Call) -> P
 
 @group.tool(
     "await_activity",
-    "Wait until something happens (a task finishes, a backend connects, dies or changes its lists, a question "
-    "arrives) or timeout_ms passes; returns at once if events are waiting. Returns triggers, events, the tasks "
-    "still working (pending_server), the questions awaiting an answer (pending_client) and last_event_id. "
-    "If a reply was lost, pass the last event id you saw as since_event_id to have the events after it again.",
+    "Wait until something happens (a task finishes, a backend connects, dies or changes its lists, "
+    "a question arrives) or timeout_ms passes; returns at once if events are waiting. Returns "
+    "triggers, events, the tasks still working (pending_server), the questions awaiting an answer "
+    "(pending_client) and last_event_id. If a reply was lost, pass the last event id you saw as "
+    "since_event_id to have the events after it again.",
     {
         "timeout_ms": {
             **WAIT_MS,
