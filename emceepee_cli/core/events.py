@@ -31,7 +31,7 @@ from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.ids import new_id
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import Event
+from emceepee_cli.store.records import Event, OwnedEvent
 
 EVENTS_KEPT = 1000
 EVENTS_PER_REPLY = 100
@@ -73,7 +73,7 @@ class Events:
         if coalesce is not None:
             self._coalescing[coalesce] = event
             self._keys[event["event_id"]] = coalesce
-        self._write(Journal.add_event, self.instance_id, event)
+        self._write(Journal.add_event, self._owned(event))
         self._wake()
         return event
 
@@ -142,6 +142,10 @@ class Events:
 
         self.runtime.spawn(write, name=f"journal {fn.__name__}")
 
+    def _owned(self, event: Event) -> OwnedEvent:
+        """The event as journaled; its data is the same dict, so the count it has when written is kept."""
+        return OwnedEvent(**event, instance_id=self.instance_id)
+
     def _wake(self) -> None:
         self._arrived.set()
         self._arrived = anyio.Event()
@@ -167,5 +171,5 @@ class Events:
             "(the journal keeps them)",
         }
         event = Event(event_id=new_id(), type="events_dropped", server=None, created_at=now_iso(), data=data)
-        self._write(Journal.add_event, self.instance_id, event)
+        self._write(Journal.add_event, self._owned(event))
         return event

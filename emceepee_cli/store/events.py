@@ -19,7 +19,7 @@ import sqlite_utils
 from emceepee_cli.clock import now_iso
 from emceepee_cli.redact import redact_data
 from emceepee_cli.store.db import immediate, mapped
-from emceepee_cli.store.records import Event, EventRow, InstanceRow
+from emceepee_cli.store.records import Event, EventRow, InstanceRow, OwnedEvent
 
 
 class EventLog:
@@ -30,10 +30,10 @@ class EventLog:
     instance_alive: Callable[[InstanceRow], bool]  # from the instances half
 
     @mapped
-    def add_event(self, instance_id: str, event: Event) -> None:
+    def add_event(self, event: OwnedEvent) -> None:
         row = EventRow(
             event_id=event["event_id"],
-            instance_id=instance_id,
+            instance_id=event["instance_id"],
             type=event["type"],
             server=event["server"],
             data=json.dumps(redact_data(event["data"])),

@@ -187,6 +187,12 @@ class Event(TypedDict):
     replayed: NotRequired[bool]  # kept for a session that ended before it could deliver it
 
 
+class OwnedEvent(Event):
+    """An event with the instance whose host it is for, as it is journaled."""
+
+    instance_id: str
+
+
 class TaskJson(TypedDict):
     task_id: str
     status: str

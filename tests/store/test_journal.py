@@ -313,8 +313,8 @@ def test_the_events_a_dead_instance_never_delivered_are_claimed_once_and_a_live_
     journal.register_instance("DEAD")
     journal.db.execute("UPDATE instances SET pid = ? WHERE instance_id = 'DEAD'", [_exited_pid()])
     for n in range(5):
-        journal.add_event("DEAD", event(n))
-        journal.add_event("LIVE", event(100 + n))
+        journal.add_event({**event(n), "instance_id": "DEAD"})
+        journal.add_event({**event(100 + n), "instance_id": "LIVE"})
     journal.set_cursor("DEAD", "E001")  # its host had these two
     first = journal.claim_events("ME", limit=2)
     rest = journal.claim_events("OTHER", limit=100)
@@ -341,7 +341,7 @@ def test_serves_starting_together_each_deliver_a_dead_instances_events_once_in_a
         setup.register_instance(dead)
         setup.db.execute("UPDATE instances SET pid = ? WHERE instance_id = ?", [_exited_pid(), dead])
         for n in range(20):
-            setup.add_event(dead, Event(**{**event(n), "event_id": f"{dead}-{n:02d}"}))
+            setup.add_event({**event(n), "event_id": f"{dead}-{n:02d}", "instance_id": dead})
     context = multiprocessing.get_context("spawn")
     barrier, claims = context.Barrier(4), context.Queue()
     serves = [
