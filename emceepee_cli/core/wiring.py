@@ -3,8 +3,9 @@
 Each part gets only the narrow things it uses, at construction: dependencies run one way
 (servers → tasks → questions → events, all on the runtime and the journal), and the few calls
 that go back up are listeners and lookups given here — questions announce a waiting question to
-the tasks, ask the servers for a server's forwarding policy, and log to what the servers heard;
-tasks look a backend up by name. The meta-tools get `Services` and call one method of a part.
+the tasks, look a server's forwarding policy up in the registry of backends, and log to what
+the servers heard; tasks look a backend up by name. The meta-tools get `Services` and call one
+method of a part.
 """
 
 from __future__ import annotations
@@ -55,11 +56,16 @@ async def take_over(journal: AsyncJournal, instance_id: str, retention_s: float)
         if interrupted:
             log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
         await journal.run(Journal.purge_finished, retention_s)
-        events = await journal.run(Journal.claim_events, instance_id, EVENTS_KEPT)
-        return Inherited(await journal.run(Journal.adopt_orphans, instance_id), events)
+        calls = await journal.run(Journal.adopt_orphans, instance_id)
     except JournalError as exc:
         log.error("journal: %s", exc)
         return Inherited()
+    try:  # apart: calls this process has claimed must be re-driven whatever happens here
+        events = await journal.run(Journal.claim_events, instance_id, EVENTS_KEPT)
+    except JournalError as exc:
+        log.error("journal: %s", exc)
+        events = []
+    return Inherited(calls, events)
 
 
 @dataclass(frozen=True)
