@@ -19,6 +19,7 @@ This is not a test: it prints figures and one "ok"/"MISSED" line per target, and
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -144,10 +145,13 @@ async def per_call(direct: Client, mux: Client, calls: int) -> dict[str, Any]:
     d: list[float] = []
     m: list[float] = []
     errors = 0
-    direct_call: Call = lambda: direct.call_tool("echo", {"text": "x"})
-    mux_call: Call = lambda: mux.call_tool(
-        "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "x"}}
-    )
+
+    def direct_call() -> Awaitable[Any]:
+        return direct.call_tool("echo", {"text": "x"})
+
+    def mux_call() -> Awaitable[Any]:
+        return mux.call_tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "x"}})
+
     for i in range(calls):
         pair = [(direct_call, d), (mux_call, m)]
         for call, into in pair if i % 2 == 0 else reversed(pair):
@@ -268,11 +272,12 @@ async def answer_latency(mux: Client, home: Path) -> list[float]:
             request_id = promoted["saga"]["steps"][0]["step_id"]
             size = log.stat().st_size if log.exists() else 0
             started = time.perf_counter()
-            await anyio.to_thread.run_sync(
-                lambda: journal.settle_pending(request_id, "accepted", answer=answer, by="cli")
+            settle = functools.partial(
+                journal.settle_pending, request_id, "accepted", answer=answer, by="cli"
             )
-            while not log.exists() or log.stat().st_size == size:
-                await anyio.sleep(0.0005)  # polling the backend's log file is the measurement itself
+            await anyio.to_thread.run_sync(settle)
+            while not log.exists() or log.stat().st_size == size:  # noqa: ASYNC110 - polling the log is the measurement
+                await anyio.sleep(0.0005)
             out.append(time.perf_counter() - started)
             await mux.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]})
             await mux.call_tool("await_activity", {"timeout_ms": 0})
@@ -282,6 +287,11 @@ async def answer_latency(mux: Client, home: Path) -> list[float]:
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:8.2f}"
+
+
+def spread(values: list[float]) -> str:
+    """Median, p95 and max, in ms, in columns."""
+    return f"{ms(statistics.median(values)):>9}{ms(pct(values, 95)):>9}{ms(max(values)):>9}"
 
 
 def report(
@@ -297,9 +307,8 @@ def report(
     ideal = SLOW_S
     cd, cm = statistics.median(cc["direct"]), statistics.median(cc["emceepee"])
     rule = "-" * 72
-    print(
-        f"emceepee benchmark  (python {platform.python_version()}, mcp {version('mcp')}, {platform.system()} {platform.machine()})"
-    )
+    system = f"{platform.system()} {platform.machine()}"
+    print(f"emceepee benchmark  (python {platform.python_version()}, mcp {version('mcp')}, {system})")
     print(rule)
     print(f"1. per-call latency, echo(text='x'), {calls} sequential calls each")
     print(f"   {'':26}{'direct':>10}{'emceepee':>10}{'ratio':>10}")
@@ -310,7 +319,8 @@ def report(
         print(f"   !! {pc['errors']} call(s) came back as errors or with the wrong text")
     print(rule)
     print(
-        f"2. {CONCURRENT} concurrent slow(seconds={SLOW_S}, steps=1), median of {CONCURRENCY_ROUNDS} rounds (ideal {ideal * 1000:.0f} ms)"
+        f"2. {CONCURRENT} concurrent slow(seconds={SLOW_S}, steps=1), "
+        f"median of {CONCURRENCY_ROUNDS} rounds (ideal {ideal * 1000:.0f} ms)"
     )
     print(f"   {'':26}{'direct':>10}{'emceepee':>10}")
     print(f"   {'wall (ms)':26}{ms(cd):>10}{ms(cm):>10}")
@@ -327,23 +337,18 @@ def report(
     print(f"3. await_activity wake after a promoted slow({WAKE_SLOW_S}) finishes, {len(be)} reps (ms)")
     print(f"   {'':42}{'median':>9}{'p95':>9}{'max':>9}")
     if be:
+        print(f"   {'return - event created_at (ms floor)':42}{spread(be)}")
+        print(f"   {f'return - (start + {WAKE_SLOW_S:g} s + direct ovh)':42}{spread(bc)}")
         print(
-            f"   {'return - event created_at (ms floor)':42}{ms(statistics.median(be)):>9}{ms(pct(be, 95)):>9}{ms(max(be)):>9}"
-        )
-        print(
-            f"   {f'return - (start + {WAKE_SLOW_S:g} s + direct ovh)':42}{ms(statistics.median(bc)):>9}{ms(pct(bc, 95)):>9}{ms(max(bc)):>9}"
-        )
-        print(
-            f"   (direct slow-call overhead used: {slow_overhead * 1000:.2f} ms; created_at is floored to the ms)"
+            f"   (direct slow-call overhead used: {slow_overhead * 1000:.2f} ms;"
+            " created_at is floored to the ms)"
         )
     for problem in sorted(set(wk["problems"])):
         print(f"   !! {wk['problems'].count(problem)}x {problem}")
     print(rule)
     print(f"4. answer written to the journal -> the backend has it, {len(an)} reps (ms)")
     print(f"   {'':42}{'median':>9}{'p95':>9}{'max':>9}")
-    print(
-        f"   {'journal write -> backend logs the answer':42}{ms(statistics.median(an)):>9}{ms(pct(an, 95)):>9}{ms(max(an)):>9}"
-    )
+    print(f"   {'journal write -> backend logs the answer':42}{spread(an)}")
     print(rule)
     wake_ms = statistics.median(be) * 1000 if be else math.inf
     targets = [
@@ -354,17 +359,20 @@ def report(
         ),
         (
             "concurrency",
-            f"emceepee wall {cm / ideal:.2f}x ideal (direct {cd / ideal:.2f}x), target <= {TARGET_CONCURRENCY}x",
+            f"emceepee wall {cm / ideal:.2f}x ideal (direct {cd / ideal:.2f}x), "
+            f"target <= {TARGET_CONCURRENCY}x",
             cm / ideal <= TARGET_CONCURRENCY,
         ),
         (
             "await_activity wake",
-            f"median {wake_ms:.2f} ms (p95 {pct(be, 95) * 1000 if be else math.inf:.2f} ms), target <= {TARGET_WAKE_MS:g} ms",
+            f"median {wake_ms:.2f} ms (p95 {pct(be, 95) * 1000 if be else math.inf:.2f} ms), "
+            f"target <= {TARGET_WAKE_MS:g} ms",
             wake_ms <= TARGET_WAKE_MS,
         ),
         (
             "answer latency",
-            f"median {statistics.median(an) * 1000:.1f} ms (p95 {pct(an, 95) * 1000:.1f} ms), target <= {TARGET_ANSWER_MS:g} ms",
+            f"median {statistics.median(an) * 1000:.1f} ms (p95 {pct(an, 95) * 1000:.1f} ms), "
+            f"target <= {TARGET_ANSWER_MS:g} ms",
             statistics.median(an) * 1000 <= TARGET_ANSWER_MS,
         ),
     ]

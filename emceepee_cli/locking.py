@@ -19,7 +19,7 @@ from emceepee_cli.errors import ConfigError
 try:
     import fcntl
 except ImportError:  # Windows
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # no fcntl on Windows: the lock is a no-op there
 
 LOCK_WAIT_S = 10.0  # a write takes milliseconds; a lock held this long belongs to a stuck process
 LOCK_POLL_S = 0.01
@@ -49,7 +49,8 @@ def locked(path: Path, wait_s: float | None = None) -> Iterator[None]:
         while not _try_lock(fd):
             if time.monotonic() >= deadline:
                 raise ConfigError(
-                    f"{path} is being edited by another process: its lock {lock} was held for over {wait_s:g} s.",
+                    f"{path} is being edited by another process: "
+                    f"its lock {lock} was held for over {wait_s:g} s.",
                     hint="Try again in a moment; if it stays locked, stop the stuck `emceepee` process.",
                 )
             time.sleep(LOCK_POLL_S)

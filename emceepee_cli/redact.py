@@ -65,9 +65,9 @@ def redact_data(value: Any) -> Any:
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        return {redact_data(k): redact_data(v) for k, v in value.items()}  # type: ignore[misc]
+        return {redact_data(k): redact_data(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [redact_data(item) for item in value]  # type: ignore[misc]
+        return [redact_data(item) for item in value]
     return value
 
 

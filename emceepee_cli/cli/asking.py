@@ -73,7 +73,7 @@ async def ask(server: str, kind: str, params: dict[str, Any]) -> dict[str, Any] 
     def work() -> None:
         try:
             answered.append(answer(server, kind, params))
-        except BaseException as exc:  # carried to the event loop, raised there
+        except BaseException as exc:  # noqa: BLE001  # carried to the event loop and raised there
             failed.append(exc)
         finally:
             anyio.from_thread.run_sync(done.set, token=token)
@@ -86,7 +86,7 @@ async def ask(server: str, kind: str, params: dict[str, Any]) -> dict[str, Any] 
 
 
 def answer(server: str, kind: str, params: dict[str, Any]) -> dict[str, Any] | None:
-    from emceepee_cli.cli import pending
+    from emceepee_cli.cli import form, pending
 
     render.clear_status()
     if not sys.stdin.isatty():
@@ -110,7 +110,7 @@ def answer(server: str, kind: str, params: dict[str, Any]) -> dict[str, Any] | N
             done = render.ask("Done? [y/N] ").strip().lower() in ("y", "yes")
             return {"action": "accept" if done else "decline"}
         render.note("  (Ctrl-D declines)")
-        return {"action": "accept", "content": pending.ask_form(params.get("requested_schema") or {})}
+        return {"action": "accept", "content": form.ask_form(params.get("requested_schema") or {})}
     except EOFError:
         render.line()
         return {"action": "decline"} if kind == "elicitation" else None

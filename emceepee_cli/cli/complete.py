@@ -38,7 +38,7 @@ def _guarded(find: Callable[[_click.Context], list[tuple[str, str]]]) -> Complet
     def complete(ctx: _click.Context, param: _click.Parameter, incomplete: str) -> list[CompletionItem]:
         try:
             return _items(find(ctx), incomplete)
-        except Exception:  # a TAB press must never print a traceback
+        except Exception:  # noqa: BLE001  # a TAB press must never print a traceback
             return []
 
     return complete

@@ -71,7 +71,7 @@ def _option(problem: ConfigProblem) -> str:
 def check(spec: ServerSpec) -> None:
     from emceepee_cli import config as config_mod
 
-    _, problems = config_mod._parse_server(spec.name, spec.to_toml())
+    _, problems = config_mod.parse_server(spec.name, spec.to_toml())
     if problems:
         shown = spec.name if spec.name.isprintable() else repr(spec.name)[1:-1]
         lines = [f"{_option(p)}: {p.message}" if p.field else p.message for p in problems]
@@ -167,7 +167,7 @@ def switch(name: str, on: bool, config: Path | None) -> tuple[Path, bool, list[s
     if table is None:
         find_row(name, path)  # raises NotFound with the known names
         raise NotFound(f"Unknown server '{name}' in {path}.")
-    spec, problems = config_mod._parse_server(name, table)
+    spec, problems = config_mod.parse_server(name, table)
     if spec is None:
         from emceepee_cli.cli.servers import problem_text
 

@@ -12,12 +12,15 @@ import json as jsonlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from emceepee_cli.cli import render
 from emceepee_cli.cli.options import DbOpt, JsonOpt
+
+if TYPE_CHECKING:
+    from emceepee_cli.store.records import EventRow, OwnedEvent
 
 FOLLOW_EVERY_S = 0.2
 FollowOpt = Annotated[
@@ -187,20 +190,30 @@ def _newest(path: Path) -> str | None:
     return str(found[-1]["event_id"]) if found else None
 
 
-def _event(row: dict[str, Any]) -> dict[str, Any]:
+def _event(row: EventRow) -> OwnedEvent:
+    """A journaled event as `await_activity` shows it (its data parsed; kept as text if it is not JSON)."""
     try:
-        data = jsonlib.loads(row["data"]) if isinstance(row.get("data"), str) else row.get("data")
+        data = jsonlib.loads(row["data"])
     except ValueError:
         data = row["data"]
-    return {**row, "data": data}
+    from emceepee_cli.store.records import OwnedEvent
+
+    return OwnedEvent(
+        event_id=row["event_id"],
+        instance_id=row["instance_id"],
+        type=row["type"],
+        server=row["server"],
+        created_at=row["created_at"],
+        data=data,
+    )
 
 
-def _event_cells(event: dict[str, Any]) -> tuple[str, str, str, str]:
+def _event_cells(event: OwnedEvent) -> tuple[str, str, str, str]:
     data = jsonlib.dumps(event["data"], ensure_ascii=False) if event["data"] not in (None, {}) else ""
     return (str(event["created_at"]), str(event["type"]), str(event.get("server") or ""), data)
 
 
-def _event_line(event: dict[str, Any], json: bool) -> None:
+def _event_line(event: OwnedEvent, json: bool) -> None:
     if json:
         render.json_line(event)
     else:

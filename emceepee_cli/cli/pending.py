@@ -1,35 +1,37 @@
 """`emceepee pending` and `emceepee answer`: a person answers a backend's question from a terminal.
 
 A question (an elicitation or a sampling request) is a `pending` row in the journal. `answer`
-shows it, checks that someone can still deliver an answer, builds the answer (from a flag, or by
-asking at the terminal), checks it against the question (`core.pending.check_answer`) and settles
-the row — the first writer wins. The `serve` process that asked notices within a moment and passes
-the answer to the backend. When that process is gone nobody can, so nothing is written; the one
-exception is a resumable 2026-07-28 call, which the next `serve` adopts and re-drives.
+shows it, checks that someone can still deliver an answer (`core.answers.who_delivers`), builds
+the answer (from a flag, or by asking at the terminal: `form.py`) and records it with
+`core.answers.answer_question`, as every other answerer does — the first writer wins. The `serve`
+process that asked notices within a moment and passes the answer to the backend. When that process
+is gone nobody can, so nothing is written; the one exception is a resumable 2026-07-28 call, which
+the next `serve` adopts and re-drives.
+
+The journal and the core are imported when a command runs, not when the CLI starts.
 """
 
 from __future__ import annotations
 
 import json as jsonlib
-import math
 import sys
 import webbrowser
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from emceepee_cli.cli import render
+from emceepee_cli.cli.form import ask_form
 from emceepee_cli.cli.options import DbOpt, JsonOpt
-from emceepee_cli.cli.tasks import open_journal
-from emceepee_cli.core import schema
-from emceepee_cli.core.calls import sampling_answer
-from emceepee_cli.core.pending import SAMPLING, already_answered, check_answer
-from emceepee_cli.errors import NotFound, UsageError
-from emceepee_cli.ids import resolve_prefix
-from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import TaskStatus, question_json
+from emceepee_cli.clock import age
+from emceepee_cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from emceepee_cli.store.journal import Journal
+    from emceepee_cli.store.records import PendingRow
+
+__all__ = ["answer", "ask_form", "ask_text", "content_text", "pending"]
 
 LISTING = "See them with: emceepee pending"
 # The flags each shape of question takes, and how to say so.
@@ -75,6 +77,9 @@ OpenOpt = Annotated[bool, typer.Option("--open", help="Open a URL question's add
 
 def pending(db: DbOpt = None, json: JsonOpt = False) -> None:
     """List the questions backends are waiting on; answer one with: emceepee answer ID."""
+    from emceepee_cli.cli.tasks import open_journal
+    from emceepee_cli.store.records import question_json
+
     rows = open_journal(db).pending_rows()
     if json:
         render.as_json({"pending": [question_json(r) for r in rows]})
@@ -101,42 +106,41 @@ def answer(
     db: DbOpt = None,
 ) -> None:
     """Answer a backend's question: a form, a URL to visit, or a sampling request."""
+    from emceepee_cli.core.answers import answer_question, who_delivers
+    from emceepee_cli.store.journal import Journal
+
     journal = Journal(db)  # not open_journal: a dead owner's question is explained below, not rejected unseen
     row = find(journal, request_id)
     show(row)
     given = Given(json, decline, cancel, text, model, open_)
     given.check(row)
-    delivery = deliverer(journal, row)
-    reply = build_reply(row, given)
-    if not journal.settle_pending(row["request_id"], check_answer(row, reply), answer=reply, by="cli"):
-        raise already_answered(journal.pending_row(row["request_id"]) or row)
-    settled = journal.pending_row(row["request_id"]) or row
+    delivery = who_delivers(journal, row)
+    settled = answer_question(journal, row["request_id"], build_reply(row, given), by="cli")
     render.line(f"Answered {row['request_id']} ({settled['status']}); {delivery}")
 
 
 # ---- finding and showing a question ---------------------------------------------------------
 
 
-def find(journal: Journal, request_id: str) -> dict[str, Any]:
-    row = journal.pending_row(resolve_prefix(request_id, journal.pending_ids(), "question", LISTING))
-    if row is None:
-        raise NotFound(f"No question '{request_id}'.", hint=LISTING)
-    return row
+def _params(row: PendingRow) -> dict[str, Any]:
+    params: dict[str, Any] = jsonlib.loads(row["params"])
+    return params
 
 
-def params_of(row: dict[str, Any]) -> dict[str, Any]:
-    return jsonlib.loads(row["params"]) if isinstance(row["params"], str) else row["params"]
+def find(journal: Journal, request_id: str) -> PendingRow:
+    """The question `request_id` (a unique prefix will do) names."""
+    return journal.resolve_question(request_id, LISTING, what="question")
 
 
-def shape(row: dict[str, Any]) -> str:
-    if row["kind"] == SAMPLING:
+def shape(row: PendingRow) -> str:
+    if row["kind"] == "sampling":
         return "sampling"
-    return "url" if params_of(row).get("mode") == "url" else "form"
+    return "url" if _params(row).get("mode") == "url" else "form"
 
 
-def question_text(row: dict[str, Any]) -> str:
-    params = params_of(row)
-    if row["kind"] == SAMPLING:
+def question_text(row: PendingRow) -> str:
+    params = _params(row)
+    if row["kind"] == "sampling":
         messages = params.get("messages") or []
         return content_text(messages[-1].get("content")) if messages else ""
     return str(params.get("url") if params.get("mode") == "url" else params.get("message", ""))
@@ -151,20 +155,12 @@ def content_text(content: Any) -> str:
     )
 
 
-def age(at: str, now: datetime | None = None) -> str:
-    seconds = max(0, int(((now or datetime.now(UTC)) - datetime.fromisoformat(at)).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
-def show(row: dict[str, Any]) -> None:
-    params = params_of(row)
+def show(row: PendingRow) -> None:
+    params = _params(row)
     task = f", task {row['task_id']}" if row.get("task_id") else ""
     asked = f"asked {age(row['created_at'])} ago"
     render.line(f"Question {row['request_id']} ({row['kind']}) from {row['server']}{task}, {asked}:")
-    if row["kind"] == SAMPLING:
+    if row["kind"] == "sampling":
         if params.get("system_prompt"):
             render.line(f"  system: {params['system_prompt']}")
         for message in params.get("messages") or []:
@@ -175,39 +171,6 @@ def show(row: dict[str, Any]) -> None:
     render.line(f"  {params.get('message', '')}")
     if params.get("mode") == "url":
         render.line(f"  URL: {params.get('url')}")
-
-
-# ---- who will deliver the answer ----------------------------------------------------------------
-
-
-def deliverer(journal: Journal, row: dict[str, Any]) -> str:
-    """How the answer reaches the backend, or an error (and nothing written) when nothing can pass it on."""
-    if row["status"] != "pending":
-        raise _not_pending(row)
-    owner = journal.instance(row["instance_id"])
-    if owner is not None and journal.instance_alive(owner):
-        return f"the emceepee process that asked (pid {owner['pid']}) will pass it to the backend within a moment."
-    seen = (
-        f"(pid {owner['pid']}, last seen {age(owner.get('stopped_at') or owner['heartbeat_at'])} ago)"
-        if owner is not None
-        else "(no record of it)"
-    )
-    task = journal.task(row["task_id"]) if row.get("task_id") else None
-    if task is not None and task.get("request_state") is not None and task["status"] == TaskStatus.WORKING:
-        return (
-            f"the emceepee process that asked {seen} has stopped; the answer will be delivered when emceepee "
-            f"next starts (it resumes the call)."
-        )
-    raise UsageError(
-        f"The emceepee process that asked question {row['request_id']} {seen} is gone, so no backend is "
-        f"waiting for the answer. Nothing was answered.",
-        hint="Call the tool again from your MCP host; it will ask again.",
-    )
-
-
-def _not_pending(row: dict[str, Any]) -> UsageError:
-    base = already_answered(row)
-    return UsageError(f"{base.message} ({row['error']})", hint=base.hint) if row.get("error") else base
 
 
 # ---- building the answer -------------------------------------------------------------------------
@@ -236,7 +199,7 @@ class Given:
         }
         return {flag for flag, on in flags.items() if on}
 
-    def check(self, row: dict[str, Any]) -> None:
+    def check(self, row: PendingRow) -> None:
         kind, rid = shape(row), row["request_id"]
         if wrong := sorted(self.used - ALLOWED[kind]):
             what = {"form": "a form", "url": "a URL question", "sampling": "a sampling request"}[kind]
@@ -253,8 +216,8 @@ class Given:
             )
 
 
-def build_reply(row: dict[str, Any], given: Given) -> dict[str, Any]:
-    kind, params = shape(row), params_of(row)
+def build_reply(row: PendingRow, given: Given) -> dict[str, Any]:
+    kind, params = shape(row), _params(row)
     if given.decline or given.cancel:
         return {"action": "decline" if given.decline else "cancel"}
     if kind == "url" and given.open and not webbrowser.open(str(params.get("url"))):
@@ -262,6 +225,8 @@ def build_reply(row: dict[str, Any], given: Given) -> dict[str, Any]:
     try:
         if kind == "sampling":
             text = given.text if given.text is not None else ask_text()
+            from emceepee_cli.core.answers import sampling_answer
+
             return sampling_answer(text, given.model or "human", None)
         if given.json is not None:
             content = parse_content(given.json)
@@ -298,138 +263,10 @@ def ask_text() -> str:
     return text
 
 
-def ask_done(row: dict[str, Any]) -> dict[str, Any]:
+def ask_done(row: PendingRow) -> dict[str, Any]:
     if render.ask("Done? [y/N] ").strip().lower() in ("y", "yes"):
         return {}
     raise UsageError(
         f"Nothing was answered; question {row['request_id']} is still pending.",
         hint=f"Run emceepee answer {row['request_id']} again when you are done, or use --decline / --cancel.",
     )
-
-
-# ---- asking for a form at the terminal ------------------------------------------------------------
-
-SKIP = object()
-
-
-@dataclass
-class Field:
-    """One property of a form's `requested_schema`, as the terminal asks for it."""
-
-    name: str
-    prop: dict[str, Any]
-    required: bool
-    kind: str = field(init=False)
-    choices: list[tuple[Any, str]] | None = field(init=False)
-
-    def __post_init__(self) -> None:
-        kind = self.prop.get("type", "string")
-        self.kind = kind if isinstance(kind, str) else next((k for k in kind if k != "null"), "string")
-        self.choices = choices(self.prop.get("items") or {} if self.kind == "array" else self.prop)
-
-    def hint(self) -> str:
-        if self.choices:
-            base = f"1-{len(self.choices)}" + (", several comma-separated" if self.kind == "array" else "")
-        else:
-            base = {
-                "boolean": "y/n",
-                "integer": "a whole number",
-                "number": "a number",
-                "array": "values, comma-separated",
-            }.get(self.kind, "text")
-        if "default" in self.prop:
-            return f"{base}, Enter = {self.shown(self.prop['default'])}"
-        return base if self.required else f"{base}, Enter skips"
-
-    def shown(self, value: Any) -> str:
-        if isinstance(value, list):
-            return ", ".join(self.shown(v) for v in value)
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        return next((title for v, title in self.choices or [] if v == value), str(value))
-
-    def parse(self, text: str) -> Any:
-        if self.kind == "array":
-            parts = [p.strip() for p in text.split(",") if p.strip()]
-            return [pick(p, self.choices) if self.choices else p for p in parts]
-        if self.choices:
-            return pick(text, self.choices)
-        if self.kind == "boolean":
-            if text.lower() in ("y", "yes", "true"):
-                return True
-            if text.lower() in ("n", "no", "false"):
-                return False
-            raise ValueError("Answer y or n.")
-        if self.kind in ("integer", "number"):
-            return parse_number(text, whole=self.kind == "integer")
-        return text
-
-
-def choices(prop: dict[str, Any]) -> list[tuple[Any, str]] | None:
-    """(value, title) pairs of an enum: `enum` (+ legacy `enumNames`) or `oneOf`/`anyOf` of `const`s."""
-    if "enum" in prop:
-        names = prop.get("enumNames") or []
-        return [(v, str(names[i]) if i < len(names) else str(v)) for i, v in enumerate(prop["enum"])]
-    options = prop.get("oneOf") or prop.get("anyOf")
-    if options and all(isinstance(o, dict) and "const" in o for o in options):
-        return [(o["const"], str(o.get("title") or o["const"])) for o in options]
-    return None
-
-
-def pick(text: str, options: list[tuple[Any, str]]) -> Any:
-    # A typed value (or title) wins over a number, so enum ["2", "1"] still means what is typed.
-    for value, title in options:
-        if text == str(value) or text.casefold() == title.casefold():
-            return value
-    if text.isdigit() and 1 <= int(text) <= len(options):
-        return options[int(text) - 1][0]
-    raise ValueError(f"Choose 1-{len(options)} (or type a value).")
-
-
-def parse_number(text: str, whole: bool) -> int | float:
-    try:
-        return int(text)
-    except ValueError:
-        if whole:
-            raise ValueError(f"'{text}' is not a whole number.") from None
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"'{text}' is not a number.") from None
-    if not math.isfinite(value):
-        raise ValueError(f"'{text}' is not a finite number.")
-    return value
-
-
-def ask_form(requested: dict[str, Any]) -> dict[str, Any]:
-    required = set(requested.get("required") or [])
-    content: dict[str, Any] = {}
-    for name, prop in (requested.get("properties") or {}).items():
-        value = ask_field(Field(name, prop, name in required))
-        if value is not SKIP:
-            content[name] = value
-    return content
-
-
-def ask_field(f: Field) -> Any:
-    render.line()
-    render.line(f"{f.prop.get('title') or f.name}{' (required)' if f.required else ''}")
-    if f.prop.get("description"):
-        render.line(f"  {f.prop['description']}")
-    for i, (value, title) in enumerate(f.choices or [], 1):
-        render.line(f"  {i}) {title}" + ("" if title == str(value) else f" ({value})"))
-    while True:
-        text = render.ask(f"  [{f.hint()}] > ").strip()
-        if not text:
-            if "default" in f.prop or not f.required:
-                return f.prop.get("default", SKIP)
-            render.warn("  This field is required.")
-            continue
-        try:
-            value = f.parse(text)
-        except ValueError as exc:
-            render.warn(f"  {exc}")
-            continue
-        if not (wrong := schema.problems(value, f.prop, root=f.name)):
-            return value
-        render.warn("  " + "; ".join(wrong))

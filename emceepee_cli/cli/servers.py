@@ -57,7 +57,7 @@ def raw_servers(path: Path) -> dict[str, dict[str, Any]]:
     """Every [servers.NAME] table of the file as written, valid or not."""
     from emceepee_cli import config as config_mod
 
-    servers = config_mod._read_toml(path).get("servers", {})
+    servers = config_mod.read_toml(path).get("servers", {})
     return (
         {str(k): v if isinstance(v, dict) else {} for k, v in servers.items()}
         if isinstance(servers, dict)

@@ -1,31 +1,40 @@
-"""`emceepee tasks …`: the journal's tasks, from any terminal, whether or not `serve` runs."""
+"""`emceepee tasks …`: the journal's tasks, from any terminal, whether or not `serve` runs.
+
+The journal and the core are imported when a command runs, not when the CLI starts.
+"""
 
 from __future__ import annotations
 
 import json as jsonlib
 from contextlib import suppress
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from emceepee_cli.cli import render
 from emceepee_cli.cli.options import DbOpt, JsonOpt
-from emceepee_cli.core import leftovers
-from emceepee_cli.core.calls import outcome
 from emceepee_cli.errors import JournalError, NotFound, UsageError
-from emceepee_cli.ids import resolve_prefix
-from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import TaskStatus, task_json
+
+if TYPE_CHECKING:
+    from emceepee_cli.store.journal import Journal
+    from emceepee_cli.store.records import TaskRow
 
 app = typer.Typer(
     help="List, inspect and cancel tasks (tool calls that outlived their wait).", no_args_is_help=True
 )
 
 IdArg = Annotated[str, typer.Argument(help="A task id, or any unique prefix of one.")]
+LISTING = "See them with: emceepee tasks list --all"
+STATUSES = ("working", "completed", "failed", "cancelled", "expired", "interrupted")
 
 
-def open_journal(db: object) -> Journal:
-    journal = Journal(db)  # type: ignore[arg-type]
+def open_journal(db: Path | None) -> Journal:
+    """The journal, with what dead `serve` processes left settled first (best effort)."""
+    from emceepee_cli.core import leftovers
+    from emceepee_cli.store.journal import Journal
+
+    journal = Journal(db)
     with suppress(JournalError):  # best effort: a journal that cannot be written can still be read
         journal.interrupt_orphans()  # a task whose process died says so here too
     with suppress(JournalError):
@@ -33,12 +42,11 @@ def open_journal(db: object) -> Journal:
     return journal
 
 
-def find(journal: Journal, task_id: str) -> dict[str, object]:
-    row = journal.task(
-        resolve_prefix(task_id, journal.task_ids(), "task", "See them with: emceepee tasks list --all")
-    )
+def find(journal: Journal, task_id: str) -> TaskRow:
+    """The task `task_id` (a unique prefix will do) names."""
+    row = journal.task(journal.resolve_task(task_id, listing=LISTING))
     if row is None:
-        raise NotFound(f"No task '{task_id}'.")
+        raise NotFound(f"No task '{task_id}'.", hint=LISTING)
     return row
 
 
@@ -51,10 +59,10 @@ def list_(
     json: JsonOpt = False,
 ) -> None:
     """List tasks (by default, those still working)."""
-    if status is not None and status not in TaskStatus.__members__.values():
-        raise UsageError(
-            f"Unknown status '{status}'.", hint=f"Use one of: {', '.join(s.value for s in TaskStatus)}."
-        )
+    from emceepee_cli.store.records import task_json
+
+    if status is not None and status not in STATUSES:
+        raise UsageError(f"Unknown status '{status}'.", hint=f"Use one of: {', '.join(STATUSES)}.")
     rows = [task_json(r) for r in open_journal(db).tasks(server=server, status=status, include_finished=all_)]
     if json:
         render.as_json({"tasks": rows})
@@ -80,6 +88,8 @@ def list_(
 @app.command("show")
 def show(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
     """Show one task."""
+    from emceepee_cli.store.records import task_json
+
     task = task_json(find(open_journal(db), task_id))
     if json:
         render.as_json({"task": task})
@@ -91,6 +101,8 @@ def show(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
 @app.command("result")
 def result(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
     """Print a finished task's result (as the backend sent it)."""
+    from emceepee_cli.core.calls import outcome
+
     out = outcome(find(open_journal(db), task_id))
     if isinstance(out, dict):
         raise UsageError(f"Task {out['task']['task_id']} is still working.", hint="Try again later.")
@@ -108,8 +120,10 @@ def cancel(task_id: IdArg, db: DbOpt = None) -> None:
     """Ask the emceepee process that owns a working task to cancel its backend call."""
     journal = open_journal(db)
     row = find(journal, task_id)
-    if row["status"] != TaskStatus.WORKING or not journal.request_cancel(str(row["task_id"])):
-        raise UsageError(f"Task {row['task_id']} is already {journal.task(str(row['task_id']))['status']}.")  # type: ignore[index]
+    if row["status"] != "working" or not journal.request_cancel(row["task_id"]):
+        now = journal.task(row["task_id"]) or row
+        raise UsageError(f"Task {row['task_id']} is already {now['status']}.")
     render.line(
-        f"Asked the emceepee process that owns task {row['task_id']} to cancel it (it checks several times a second)."
+        f"Asked the emceepee process that owns task {row['task_id']} to cancel it"
+        " (it checks several times a second)."
     )

@@ -19,7 +19,7 @@ import mcp_types as types
 
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.core import schema, transport
-from emceepee_cli.core.backend import Backend, Status, leaves
+from emceepee_cli.core.backend import Backend, BackendSink, Status, leaves
 from emceepee_cli.errors import BackendError, UsageError
 
 READY_WAIT_S = 30.0  # first runs of `uvx`/`npx` download packages before answering
@@ -54,7 +54,12 @@ class Sink:
     def status_changed(self, backend: Backend, previous: Status) -> None:
         pass
 
-    async def question(self, backend: Backend, kind: str, params: Any) -> Any:
+    async def question(
+        self,
+        backend: Backend,
+        kind: str,
+        params: types.ElicitRequestParams | types.CreateMessageRequestParams,
+    ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
         return reply(
             kind, await self.ask(backend.name, kind, params.model_dump(mode="json", exclude_none=True))
         )
@@ -100,6 +105,9 @@ async def started(
     except BaseExceptionGroup as group:  # the command's own error, not wrapped by the task group
         found = [e for e in leaves(group) if not isinstance(e, anyio.get_cancelled_exc_class())]
         raise (found[0] if len(found) == 1 else group) from None
+
+
+_: type[BackendSink] = Sink  # checked by mypy: a Sink is what a Backend reports to
 
 
 def heard(backend: Backend) -> list[str]:

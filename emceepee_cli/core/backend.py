@@ -16,6 +16,7 @@ exit status and stderr tail, and so does a call that waits for a backend whose s
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -24,17 +25,16 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import anyio
-import httpx2
 import mcp_types as types
 from mcp import ClientSession, MCPError
-from mcp.client._probe import negotiate_auto
-from mcp.client.stdio import get_default_environment
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.session import ClientRequestContext
 
 from emceepee_cli import __version__
 from emceepee_cli.config import ServerSpec
-from emceepee_cli.core import listing, transport
+from emceepee_cli.core import connect, listing, transport
+from emceepee_cli.core.failures import brief, closed, closest, describe, leaves
 from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound
+from emceepee_cli.store.records import Kind
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +45,11 @@ STABLE_AFTER_S = 60.0  # ready this long, and the next crash starts the backoff 
 DEATH_REPORT_WAIT_S = 1.0  # for a failed call, how long to wait for the exit code
 DEATH_TAIL_LINES = 10  # of stderr, in an error that reports a backend's exit
 DEATH_TAIL_CHARS = 2000
-HTTP_TIMEOUT = httpx2.Timeout(30.0, read=None)  # a call may wait minutes on a parked question
 
 T = TypeVar("T")
+R = TypeVar("R", types.ElicitResult, types.CreateMessageResult)
+
+__all__ = ["WAITING", "Backend", "BackendSink", "Status", "brief", "describe", "first_of", "leaves"]
 
 
 class Status(StrEnum):
@@ -63,12 +65,17 @@ WAITING = (Status.STARTING, Status.RESTARTING)
 
 
 class BackendSink(Protocol):
-    """Where a backend reports what it hears; the hub implements it."""
+    """Where a backend reports what it hears (core/servers.py implements it)."""
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None: ...
     def log(self, server: str, level: str, message: str, source: str) -> None: ...
     def status_changed(self, backend: Backend, previous: Status) -> None: ...
-    async def question(self, backend: Backend, kind: str, params: Any) -> Any: ...
+    async def question(
+        self,
+        backend: Backend,
+        kind: str,
+        params: types.ElicitRequestParams | types.CreateMessageRequestParams,
+    ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData: ...
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
 
@@ -150,7 +157,7 @@ class Backend:
         if info is not None and info.returncode is not None and info.stopped_with is None:
             return f"exited{'' if was_ready else ' during start-up'} ({self._death_report()})"
         text = describe(exc)
-        if info is not None and (self._lost.is_set() or _closed(exc)):
+        if info is not None and (self._lost.is_set() or closed(exc)):
             text += f"; {self._death_report()}"
         return text
 
@@ -202,7 +209,7 @@ class Backend:
             )
             await self._start_session(session)
             async with anyio.create_task_group() as tg:
-                self._refreshes = listing.Refreshes(tg, lambda refresh, s=session: self._refresh(refresh, s))
+                self._refreshes = listing.Refreshes(tg, functools.partial(self._refresh, session=session))
                 with anyio.fail_after(LIST_TIMEOUT_S):
                     self.offer = await listing.list_offer(session)
                 self.session = session
@@ -230,7 +237,7 @@ class Backend:
             self._handshaking = anyio.CancelScope()
             try:
                 with self._handshaking:
-                    await self._handshake(session)
+                    await connect.handshake(session, self.spec.protocol)
             finally:
                 self._handshaking = None
         if self._garbled is not None:
@@ -241,49 +248,27 @@ class Backend:
             )
 
     @asynccontextmanager
-    async def _open_transport(self) -> AsyncIterator[tuple[Any, Any]]:
-        spec = self.spec.expanded()
-        if spec.transport == "http":
-            assert spec.url is not None
-            async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=HTTP_TIMEOUT) as http:
-                async with streamable_http_client(spec.url, http_client=http) as (read, write):
-                    yield read, write
-            return
-        assert spec.command is not None
-        env = get_default_environment() | dict(spec.env)
+    async def _open_transport(self) -> AsyncIterator[connect.Streams]:
+        opened = connect.open_transport(
+            self.spec.expanded(),
+            log_path=self.log_path,
+            on_stderr=self._on_stderr,
+            on_problem=self._on_problem,
+        )
         try:
-            opened = transport.open_stdio(
-                spec.command,
-                spec.args,
-                env=env,
-                cwd=spec.cwd,
-                stderr_log=self.log_path,
-                on_stderr=self._on_stderr,
-                on_problem=self._on_problem,
-            )
-            try:
-                async with opened as (read, write, process):
-                    self.process = process
-                    self.sink.spawned(self, process)
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(_set_when, process.closed, self._lost)
-                        yield read, write
-                        tg.cancel_scope.cancel()
-            finally:
-                if self.process is not None:
-                    self.sink.ended(self, self.process)
-        except FileNotFoundError as exc:
-            raise BackendError(
-                f"Cannot start '{spec.command}': {exc.strerror}", hint="Check the server's `command`."
-            ) from exc
-
-    async def _handshake(self, session: ClientSession) -> None:
-        if self.spec.protocol == "legacy":
-            await session.initialize()
-        elif self.spec.protocol == "modern":
-            await session.discover()
-        else:
-            await negotiate_auto(session)
+            async with opened as (streams, process):
+                if process is None:
+                    yield streams
+                    return
+                self.process = process
+                self.sink.spawned(self, process)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_set_when, process.closed, self._lost)
+                    yield streams
+                    tg.cancel_scope.cancel()
+        finally:
+            if self.process is not None:  # reaped by now: it has an exit status
+                self.sink.ended(self, self.process)
 
     def _death_report(self) -> str:
         assert self.process is not None
@@ -299,11 +284,15 @@ class Backend:
         log.warning("backend %s: %s", self.name, text)
         self.sink.log(self.name, "warning", text, "emceepee")
 
-    async def _on_elicit(self, ctx: Any, params: types.ElicitRequestParams) -> Any:
-        return await self.sink.question(self, "elicitation", params)
+    async def _on_elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        return _answered_as(types.ElicitResult, await self.sink.question(self, Kind.ELICITATION, params))
 
-    async def _on_sample(self, ctx: Any, params: types.CreateMessageRequestParams) -> Any:
-        return await self.sink.question(self, "sampling", params)
+    async def _on_sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        return _answered_as(types.CreateMessageResult, await self.sink.question(self, Kind.SAMPLING, params))
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         data = params.data if isinstance(params.data, str) else repr(params.data)
@@ -328,7 +317,7 @@ class Backend:
         )
         self.sink.notification(self.name, message.method, params)
 
-    async def _refresh(self, refresh: listing.Refresher, session: ClientSession) -> None:
+    async def _refresh(self, refresh: listing.Refresher, *, session: ClientSession) -> None:
         try:
             with anyio.fail_after(LIST_TIMEOUT_S):
                 await refresh(self.offer, session)
@@ -356,11 +345,11 @@ class Backend:
         """The tool's listing; a name we have not seen triggers one fresh listing first."""
         tool = self.offer.tools.get(name)
         if tool is None and self.session is not None:
-            await self.request("tools/list", lambda s: listing.refresh_tools(self.offer, s))
+            await self.request("tools/list", functools.partial(listing.refresh_tools, self.offer))
             tool = self.offer.tools.get(name)
         if tool is None:
             raise NotFound(
-                f"Backend '{self.name}' has no tool '{name}'." + _closest(name, self.offer.tools),
+                f"Backend '{self.name}' has no tool '{name}'." + closest(name, self.offer.tools),
                 hint=f"List its tools with list_tools(server='{self.name}').",
             )
         return tool
@@ -403,6 +392,17 @@ class Backend:
         )
 
 
+def _answered_as(
+    kind: type[R], reply: types.ElicitResult | types.CreateMessageResult | types.ErrorData
+) -> R | types.ErrorData:
+    """The sink's answer, if it is of the kind the backend asked for (else an error for the backend)."""
+    if isinstance(reply, kind | types.ErrorData):
+        return reply
+    return types.ErrorData(
+        code=types.INTERNAL_ERROR, message=f"emceepee answered with a {type(reply).__name__}"
+    )
+
+
 async def first_of(*events: anyio.Event) -> None:
     """Return as soon as any of `events` is set."""
     async with anyio.create_task_group() as tg:
@@ -418,41 +418,3 @@ async def _set_when(
         target.set()
     if scope is not None:
         scope.cancel()
-
-
-def leaves(exc: BaseException) -> list[BaseException]:
-    """The real exceptions inside (possibly nested) exception groups."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for sub in exc.exceptions for leaf in leaves(sub)]
-    return [exc]
-
-
-def _closed(exc: BaseException) -> bool:
-    return any(isinstance(e, MCPError) and e.code == types.CONNECTION_CLOSED for e in leaves(exc))
-
-
-def describe(exc: BaseException) -> str:
-    """One line for a failure, however deeply the SDK's task groups wrapped it."""
-    found = [e for e in leaves(exc) if not isinstance(e, anyio.get_cancelled_exc_class())] or [exc]
-    first = found[0]
-    if isinstance(first, TimeoutError):
-        return "timed out waiting for the backend to answer the handshake or listing"
-    if isinstance(first, MCPError) and first.code == types.CONNECTION_CLOSED:
-        return "the backend closed the connection during start-up"
-    if isinstance(first, EmceepeeError):
-        return first.message
-    return f"{first.__class__.__name__}: {brief(str(first))}"
-
-
-def brief(text: str, limit: int = 500) -> str:
-    """At most a few lines of `text` (a backend's error can quote a whole malformed answer)."""
-    lines = text.strip().splitlines()
-    short = " / ".join(line.strip() for line in lines[:4]) + (" …" if len(lines) > 4 else "")
-    return short if len(short) <= limit else short[:limit] + " …"
-
-
-def _closest(name: str, known: dict[str, Any]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, list(known), n=3)
-    return f" Did you mean: {', '.join(close)}?" if close else ""

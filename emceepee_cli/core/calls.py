@@ -1,11 +1,13 @@
 """One backend tool call in flight, and the shapes its end takes.
 
 `Call` is the in-memory side of a call (promoted to a task or not): its cancel scope, its
-wake-up event, its progress. `outcome` turns a journaled task into what the host receives.
+wake-up event, its progress. `task_row` and `final_row` are its task as journaled (or as shown
+when the journal could not take it); `outcome` turns a journaled task into what the host receives.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -16,10 +18,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 
+from emceepee_cli.clock import now_iso
 from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.ids import new_id
-from emceepee_cli.store.journal import now_iso
-from emceepee_cli.store.records import FINISHED_TASK, TaskStatus, task_json
+from emceepee_cli.store.records import FINISHED_TASK, BadTransition, TaskRow, TaskStatus, task_json
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,7 @@ class Relay:
         self.sent_at = time.monotonic()
         try:
             await self._send(self.last, total, message)
-        except Exception as exc:  # the host's request is gone: progress is best effort, the call is not
+        except Exception as exc:  # noqa: BLE001 - the host's request is gone; progress is best effort
             log.debug("progress relay stopped: %r", exc)
             self._send = None
 
@@ -74,10 +76,6 @@ CALL_TRANSITIONS: dict[CallState, dict[CallState, str]] = {
 }
 
 ENDED = (CallState.ANSWERED, CallState.FINISHED)
-
-
-class BadTransition(RuntimeError):
-    """A call was asked to move in a way its state machine does not allow (a bug in emceepee)."""
 
 
 @dataclass(eq=False)
@@ -145,52 +143,64 @@ class Call:
         fired.set()
 
 
-def outcome(row: dict[str, Any]) -> types.CallToolResult | dict[str, Any]:
+def task_row(call: Call, instance_id: str) -> TaskRow:
+    """The task row of a promoted call, as journaled (and as shown if journaling failed)."""
+    return TaskRow(
+        task_id=call.call_id,
+        instance_id=instance_id,
+        server=call.server,
+        tool=call.tool,
+        args=json.dumps(call.args),
+        status=TaskStatus.WORKING.value,
+        status_message=None,
+        progress=json.dumps(call.progress) if call.progress else None,
+        result=None,
+        error=None,
+        created_at=call.created_at,
+        last_updated_at=now_iso(),
+        expires_at=now_iso(call.ttl_s - (time.monotonic() - call.started)),
+        finished_at=None,
+        cancel_requested=0,
+        request_state=None,
+        round=None,
+    )
+
+
+def final_row(call: Call, instance_id: str) -> TaskRow:
+    """The task row of a promoted call that has ended, as journaled (or kept in memory)."""
+    row = task_row(call, instance_id)
+    if call.result is not None:
+        row["status"] = TaskStatus.COMPLETED.value
+        row["result"] = call.result.model_dump_json(by_alias=True, exclude_none=True)
+    else:
+        row["status"] = (call.stop_as or TaskStatus.FAILED).value
+        row["error"] = call.error.message if call.error else None
+    row["finished_at"] = now_iso()
+    return row
+
+
+def journal_warning(call: Call) -> dict[str, Any]:
+    """Tell the model when its task could not be journaled: a restart of emceepee would lose it."""
+    if call.unjournaled is None:
+        return {}
+    warning = {"type": type(call.unjournaled).__name__, "message": call.unjournaled.message}
+    hint = "The call goes on and this emceepee keeps its result, but a restart would lose it."
+    return {"journal_error": {**warning, "hint": f"{call.unjournaled.hint} {hint}".strip()}}
+
+
+def outcome(row: TaskRow) -> types.CallToolResult | dict[str, Any]:
     """A finished task's result as the backend sent it; a failure as our error; else the task."""
     status = TaskStatus(row["status"])
     if status == TaskStatus.COMPLETED:
+        assert row["result"] is not None, row  # a completed task always keeps its result
         return types.CallToolResult.model_validate_json(row["result"])
     if status in FINISHED_TASK:
         raise TaskEnded(
-            f"Task {row['task_id']} ({row['server']}.{row['tool']}) {status.value}: {row.get('error') or 'no reason recorded'}",
+            f"Task {row['task_id']} ({row['server']}.{row['tool']}) {status.value}: "
+            f"{row.get('error') or 'no reason recorded'}",
             hint=_ENDED_HINT[status],
         )
     return {"task": task_json(row)}
-
-
-@dataclass(frozen=True)
-class Round:
-    """Where a 2026-07-28 call stands: the backend's state and the questions of its last round."""
-
-    request_state: str | None
-    asked: dict[str, Any]  # input key -> Question, still to be answered (or already answered)
-    number: int
-
-
-KINDS: dict[type, str] = {types.ElicitRequest: "elicitation", types.CreateMessageRequest: "sampling"}
-
-
-def step_answer(kind: str, result: Any) -> dict[str, Any]:
-    """A saga step's `result` as an answer: content alone means accept; text alone is a completion."""
-    if kind == "sampling":
-        if isinstance(result, dict) and "role" in result:
-            return result
-        content = result.get("content") if isinstance(result, dict) else result
-        return sampling_answer(str(content if content is not None else ""), None, None)
-    if isinstance(result, dict) and "action" in result:
-        return result
-    return {"action": "accept", "content": result or {}}
-
-
-def sampling_answer(text: str, model: str | None, stop_reason: str | None) -> dict[str, Any]:
-    answer: dict[str, Any] = {
-        "role": "assistant",
-        "content": {"type": "text", "text": text},
-        "model": model or "unknown",
-    }
-    if stop_reason:
-        answer["stop_reason"] = stop_reason
-    return answer
 
 
 class TaskEnded(EmceepeeError):

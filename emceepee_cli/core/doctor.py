@@ -204,19 +204,15 @@ def _entry_check(host: hosts.Host, path: Path, name: str, entry: dict[str, Any],
 
 def serve_checks(db: Path) -> list[Check]:
     from emceepee_cli.store import inspect
-    from emceepee_cli.store.instances import Instances
+    from emceepee_cli.store.instances import instance_alive
 
-    class Probe(Instances):
-        def __init__(self) -> None:  # only the liveness rule is used, no journal is opened
-            pass
-
-    probe, checks = Probe(), []
+    checks = []
     try:
         running = inspect.instances(db)
     except JournalError:
         return [Check("serve", "serve", "note", "unknown: the journal cannot be read (see above)")]
     for row in running:
-        if probe.instance_alive(row):
+        if instance_alive(row):
             host = row.get("host_name") or "an unknown host"
             checks.append(
                 Check("serve", f"pid {row['pid']}", "ok", f"running for {host} since {row['started_at']}")

@@ -5,7 +5,11 @@ connected or died, a backend's list changed or a resource was updated, a questio
 Logs are not events (they are on demand, through get_logs) and never wake anything.
 
 Delivery is exactly once per host session (one `serve` process is one host session): `take()`
-hands over what is not yet delivered, oldest first, and records the cursor in the journal.
+hands over what is not yet delivered, oldest first, and records the cursor in the journal (the
+last of this session's own events delivered). A host that lost a reply asks again with the last
+event id it saw: `since()` reads the events delivered after it back from the journal. What a
+session that ended never delivered is claimed by the next `serve` to start (`replay()`), and
+delivered once more, marked `replayed`.
 
 A backend cannot make this grow without bound. An event emitted with a `coalesce` key that
 matches one still undelivered is counted on it (`data.count`) instead of added. At most
@@ -18,39 +22,50 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Concatenate, ParamSpec
 
 import anyio
 
+from emceepee_cli.clock import now_iso
+from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.ids import new_id
-from emceepee_cli.store.journal import now_iso
+from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import Event, OwnedEvent
 
 EVENTS_KEPT = 1000
 EVENTS_PER_REPLY = 100
+WRITTEN_WAIT_S = 10.0  # for a read back, how long the writes it may need are waited for
+
+P = ParamSpec("P")
 
 
 class Events:
-    def __init__(self, instance_id: str, persist: Callable[[str, Any], None]) -> None:
+    def __init__(self, instance_id: str, journal: AsyncJournal, runtime: Runtime) -> None:
         self.instance_id = instance_id
-        self._persist = persist  # schedules a journal call: (method name, argument)
-        self._undelivered: deque[dict[str, Any]] = deque()
-        self._coalescing: dict[str, dict[str, Any]] = {}  # key -> the undelivered event repeats count on
+        self.journal = journal
+        self.runtime = runtime
+        self._undelivered: deque[Event] = deque()
+        self._coalescing: dict[str, Event] = {}  # key -> the undelivered event repeats count on
         self._keys: dict[str, str] = {}  # event_id -> its coalescing key
         self._dropped = 0
         self._arrived = anyio.Event()
+        self._unwritten = 0  # journal writes started and not yet ended
+        self._written = anyio.Event()
+        self.delivered: str | None = None  # the last of this session's own events handed over
 
     def __repr__(self) -> str:
         return f"<Events undelivered={len(self._undelivered)} dropped={self._dropped}>"
 
     def emit(
         self, type_: str, server: str | None, data: dict[str, Any], coalesce: str | None = None
-    ) -> dict[str, Any]:
+    ) -> Event:
         same = self._coalescing.get(coalesce) if coalesce is not None else None
         if same is not None:
             same["data"]["count"] = same["data"].get("count", 1) + 1
             self._wake()
             return same
-        event = {"event_id": new_id(), "type": type_, "server": server, "created_at": now_iso(), "data": data}
+        event = Event(event_id=new_id(), type=type_, server=server, created_at=now_iso(), data=data)
         if len(self._undelivered) >= EVENTS_KEPT:
             self._forget(self._undelivered.popleft())
             self._dropped += 1
@@ -58,29 +73,46 @@ class Events:
         if coalesce is not None:
             self._coalescing[coalesce] = event
             self._keys[event["event_id"]] = coalesce
-        self._persist("add_event", {**event, "instance_id": self.instance_id})
+        self._write(Journal.add_event, self._owned(event))
         self._wake()
         return event
 
     def waiting(self) -> bool:
         return bool(self._undelivered) or bool(self._dropped)
 
-    def take(self, limit: int = EVENTS_PER_REPLY) -> list[dict[str, Any]]:
+    def take(self, limit: int = EVENTS_PER_REPLY) -> list[Event]:
         """Up to `limit` undelivered events, oldest first; each is handed out once."""
-        taken: list[dict[str, Any]] = []
+        taken: list[Event] = []
         if self._dropped:
             taken.append(self._dropped_note())
         while self._undelivered and len(taken) < limit:
             event = self._undelivered.popleft()
             self._forget(event)
             if event["data"].get("count", 1) > 1:  # journaled with the count it had then
-                self._persist("update_event_data", (event["event_id"], event["data"]))
+                self._write(Journal.update_event_data, event["event_id"], event["data"])
             taken.append(event)
-        if taken:
-            self._persist("set_cursor", (self.instance_id, taken[-1]["event_id"]))
+        own = [e["event_id"] for e in taken if not e.get("replayed")]
+        if own:
+            self.delivered = own[-1]
+            self._write(Journal.set_cursor, self.instance_id, self.delivered)
         if self._undelivered:  # held back, not lost: say so, so the model knows to ask again
             taken.append(self._waiting_note())
         return taken
+
+    def replay(self, events: list[Event]) -> None:
+        """Deliver, before anything new, the events a session that ended never delivered."""
+        self._undelivered.extendleft(reversed(events))
+        if events:
+            self._wake()
+
+    async def since(self, event_id: str, limit: int = EVENTS_PER_REPLY) -> list[Event]:
+        """This session's events delivered after `event_id`, read back from the journal."""
+        if self.delivered is None or event_id >= self.delivered:
+            return []
+        await self.written(WRITTEN_WAIT_S)
+        return await self.journal.run(
+            Journal.events_between, self.instance_id, event_id, self.delivered, limit
+        )
 
     async def wait(self, timeout_s: float) -> bool:
         """Wait (bounded) for an undelivered event; True if there is one."""
@@ -89,42 +121,55 @@ class Events:
                 await self._arrived.wait()
         return self.waiting()
 
+    async def written(self, timeout_s: float) -> None:
+        """Wait (bounded) until the journal writes started so far have ended."""
+        with anyio.move_on_after(timeout_s):
+            while self._unwritten:
+                await self._written.wait()
+
+    def _write(self, fn: Callable[Concatenate[Journal, P], None], *args: P.args, **kwargs: P.kwargs) -> None:
+        """A journal write nobody waits for (still in order, on the journal's one thread)."""
+        self._unwritten += 1
+
+        async def write() -> None:
+            try:
+                await self.runtime.guarded(lambda: self.journal.run(fn, *args, **kwargs))
+            finally:
+                self._unwritten -= 1
+                if not self._unwritten:
+                    self._written.set()
+                    self._written = anyio.Event()
+
+        self.runtime.spawn(write, name=f"journal {fn.__name__}")
+
+    def _owned(self, event: Event) -> OwnedEvent:
+        """The event as journaled; its data is the same dict, so the count it has when written is kept."""
+        return OwnedEvent(**event, instance_id=self.instance_id)
+
     def _wake(self) -> None:
         self._arrived.set()
         self._arrived = anyio.Event()
 
-    def _forget(self, event: dict[str, Any]) -> None:
+    def _forget(self, event: Event) -> None:
         key = self._keys.pop(event["event_id"], None)
         if key is not None and self._coalescing.get(key) is event:
             del self._coalescing[key]
 
-    def _waiting_note(self) -> dict[str, Any]:
+    def _waiting_note(self) -> Event:
         data = {
             "count": len(self._undelivered),
             "hint": f"at most {EVENTS_PER_REPLY} events come with one reply; the next reply "
             "(await_activity, or any tool) brings these",
         }
-        return {
-            "event_id": new_id(),
-            "type": "events_waiting",
-            "server": None,
-            "created_at": now_iso(),
-            "data": data,
-        }
+        return Event(event_id=new_id(), type="events_waiting", server=None, created_at=now_iso(), data=data)
 
-    def _dropped_note(self) -> dict[str, Any]:
+    def _dropped_note(self) -> Event:
         count, self._dropped = self._dropped, 0
         data = {
             "count": count,
             "reason": f"more than {EVENTS_KEPT} events waited undelivered; the oldest were dropped "
             "(the journal keeps them)",
         }
-        event = {
-            "event_id": new_id(),
-            "type": "events_dropped",
-            "server": None,
-            "created_at": now_iso(),
-            "data": data,
-        }
-        self._persist("add_event", {**event, "instance_id": self.instance_id})
+        event = Event(event_id=new_id(), type="events_dropped", server=None, created_at=now_iso(), data=data)
+        self._write(Journal.add_event, self._owned(event))
         return event

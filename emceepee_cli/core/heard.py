@@ -13,7 +13,8 @@ import json
 from collections import deque
 from typing import Any
 
-from emceepee_cli.store.journal import now_iso
+from emceepee_cli.clock import now_iso
+from emceepee_cli.redact import redact
 
 NOTIFICATIONS_KEPT = 1000
 LOGS_KEPT = 5000
@@ -51,6 +52,7 @@ class Heard:
         self._latest[server] = entry
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
+        message = redact(message)  # a backend may print its environment, or a path with a secret
         if len(message) > LOG_MESSAGE_CHARS:
             message = message[:LOG_MESSAGE_CHARS] + f" … [cut: {len(message)} characters]"
         entry = {"time": now_iso(), "server": server, "level": level, "source": source, "message": message}

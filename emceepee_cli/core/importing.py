@@ -151,7 +151,7 @@ def _one(
     )
     from emceepee_cli import config as config_mod
 
-    _, problems = config_mod._parse_server(name, spec.to_toml())
+    _, problems = config_mod.parse_server(name, spec.to_toml())
     if problems:
         out.skipped.append(
             Skipped(

@@ -11,19 +11,20 @@ pid still names that very process (same start time).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import anyio.to_thread
 
 from emceepee_cli.core import procs
-from emceepee_cli.store.journal import AsyncJournal, Journal
+from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import SpawnedRow
 
 log = logging.getLogger(__name__)
 
 LEFTOVER_GRACE_S = 1.0  # after SIGTERM, before SIGKILL
 
 
-def stop_leftovers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def stop_leftovers(rows: list[SpawnedRow]) -> list[SpawnedRow]:
     """Stop the rows' processes (blocks, bounded); the rows that are now settled."""
     settled = []
     for row in rows:
@@ -54,9 +55,9 @@ def reap(journal: Journal) -> int:
 async def reap_async(journal: AsyncJournal) -> None:
     """For serve, in the background: the same, with the waiting done off the event loop."""
     try:
-        rows = await journal.spawned_by_dead()
+        rows = await journal.run(Journal.spawned_by_dead)
         if rows:
             for row in await anyio.to_thread.run_sync(stop_leftovers, rows):
-                await journal.forget_spawned(row["instance_id"], row["pid"])
+                await journal.run(Journal.forget_spawned, row["instance_id"], row["pid"])
     except Exception:  # housekeeping never takes serve down
         log.exception("stopping what dead emceepee processes left running failed")

@@ -8,6 +8,7 @@ the current file, and the one before it is kept as `NAME.log.1`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -35,10 +36,8 @@ class LogFile:
 
     def close(self) -> None:
         if self._file is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._file.close()
-            except OSError:
-                pass
             self._file = None
 
     def _write(self, data: bytes) -> None:

@@ -56,8 +56,8 @@ def matching(pattern: str, items: Sequence[Iterable[str]], budget_s: float = BUD
         return [any(matcher.search(text, timeout=_left(deadline)) for text in texts) for texts in items]
     except TimeoutError:
         raise UsageError(
-            f"pattern {pattern!r} took more than {budget_s:g} s to match the tool listings; it backtracks too much "
-            "(nested repetition like (a|aa)+ or (a+)+ is the usual cause).",
+            f"pattern {pattern!r} took more than {budget_s:g} s to match the tool listings; "
+            "it backtracks too much (nested repetition like (a|aa)+ or (a+)+ is the usual cause).",
             hint=_SIMPLIFY,
         ) from None
 

@@ -178,7 +178,9 @@ def _exists(pid: int) -> bool:
 
 
 def _pidfd(pid: int) -> int | None:
+    if sys.platform != "linux":  # pidfds are Linux's
+        return None
     try:
-        return os.pidfd_open(pid)  # type: ignore[attr-defined]
-    except (AttributeError, OSError):
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # a kernel before 5.3, or the process is gone
         return None

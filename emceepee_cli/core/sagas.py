@@ -19,6 +19,7 @@ from typing import Any
 
 from emceepee_cli import paths
 from emceepee_cli.errors import UsageError
+from emceepee_cli.store.records import QuestionJson
 
 TOKEN_TTL_S = 3600.0
 KEY_FILE = "install.key"
@@ -74,3 +75,21 @@ def verify(key: bytes, token: str) -> dict[str, Any]:
             hint="get_task(task_id) gives a fresh one while the task is suspended.",
         )
     return claims
+
+
+def view(key: bytes, task_id: str, questions: list[QuestionJson]) -> dict[str, Any]:
+    """A task blocked on `questions`, as a saga the model can resume; empty when there are none."""
+    steps = [{"type": q["kind"], "step_id": q["request_id"], "params": q} for q in questions]
+    if not steps:
+        return {}
+    token = sign(key, task_id, [q["request_id"] for q in questions])
+    return {"saga": {"state": "suspended", "saga_token": token, "steps": steps}}
+
+
+def check_steps(claims: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+    """Every step answered must be one the token names."""
+    for step in steps:
+        if step["step_id"] not in claims["s"]:
+            raise UsageError(
+                f"Step {step['step_id']} is not one of this saga's steps ({', '.join(claims['s'])})."
+            )

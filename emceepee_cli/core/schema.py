@@ -15,9 +15,9 @@ import contextvars
 import json
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 import jsonschema.exceptions
@@ -37,11 +37,8 @@ def _pattern(
     """The `pattern` keyword, bounded: a pattern that cannot be compiled or matched in time passes."""
     if not validator.is_type(instance, "string"):
         return
-    left = _deadline.get() - time.monotonic()
     try:
-        if left <= 0:
-            raise TimeoutError
-        found = _compiled_pattern(pattern).search(instance, timeout=min(left, PATTERN_MATCH_S))
+        found = _search(pattern, instance, _deadline.get() - time.monotonic())
     except (TimeoutError, regex.error, OverflowError, MemoryError, RecursionError) as exc:
         log.warning(
             "schema pattern %r not checked (%s); the backend will judge it", pattern[:80], type(exc).__name__
@@ -51,6 +48,12 @@ def _pattern(
         yield jsonschema.exceptions.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
+def _search(pattern: str, instance: str, left_s: float) -> regex.Match[str] | None:
+    if left_s <= 0:
+        raise TimeoutError
+    return _compiled_pattern(pattern).search(instance, timeout=min(left_s, PATTERN_MATCH_S))
+
+
 @lru_cache(maxsize=256)
 def _compiled_pattern(pattern: str) -> regex.Pattern[str]:
     if len(pattern) > 1000:
@@ -58,11 +61,21 @@ def _compiled_pattern(pattern: str) -> regex.Pattern[str]:
     return regex.compile(pattern, regex.VERSION0)
 
 
+Keyword = Callable[[Any, Any, Any, Mapping[str, Any]], Iterator[jsonschema.exceptions.ValidationError]]
+# jsonschema's stubs leave `extend` untyped: this is the one way it is called here.
+_extend = cast(
+    Callable[
+        [type[jsonschema.protocols.Validator], dict[str, Keyword]], type[jsonschema.protocols.Validator]
+    ],
+    jsonschema.validators.extend,
+)
+
+
 @lru_cache(maxsize=1024)
 def _compiled(schema_json: str) -> jsonschema.protocols.Validator | None:
     schema = json.loads(schema_json)
     base = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    cls = jsonschema.validators.extend(base, {"pattern": _pattern})
+    cls = _extend(base, {"pattern": _pattern})
     try:
         cls.check_schema(schema)
     except jsonschema.exceptions.SchemaError:

@@ -5,11 +5,8 @@ the file, and no process is spawned yet to be stranded); the command is resolved
 backend's PATH and spawned in its own process group, on Linux with a parent-death signal so it
 hears of emceepee's death however emceepee dies. Four tasks run beside it: stdout lines to the
 session, session messages to stdin, stderr lines to the log and an in-memory tail, and one that
-reaps the exit. When the context exits (or the process dies) the stop runs shielded and bounded,
-and watches the exit itself: note what the backend started (its descendants, even those that
-left its process group), close stdin, wait `STDIN_CLOSE_GRACE_S`, SIGTERM, wait `TERM_GRACE_S`,
-SIGKILL; then whatever it started that still runs gets SIGTERM and SIGKILL too. The whole stop
-takes at most `STOP_BOUND_S`; nothing outlives it.
+reaps the exit. When the context exits (or the process dies) the process is stopped, shielded
+and bounded (`process.stop`); nothing outlives it.
 
 Every line is bounded. A stderr line is cut at `STDERR_LINE_BYTES`. A stdout message over
 `MAX_LINE_BYTES` is skipped without being kept; its id is read from its first bytes, so the
@@ -24,18 +21,16 @@ and through asyncio rather than `anyio.open_process`, which cannot arm the paren
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import anyio
 import anyio.abc
@@ -46,18 +41,15 @@ from mcp.shared.message import SessionMessage
 from emceepee_cli.core import procs
 from emceepee_cli.core.lines import Lines, Piece, top_level
 from emceepee_cli.core.logfile import LogFile
+from emceepee_cli.core.process import STOP_BOUND_S, ExitProtocol, ProcessInfo, stop, watch_exit
 from emceepee_cli.errors import BackendError
 from emceepee_cli.redact import redact
 
 log = logging.getLogger(__name__)
 
-STDIN_CLOSE_GRACE_S = 1.5  # a well-behaved MCP server exits on stdin EOF well within this
-TERM_GRACE_S = 1.5  # after SIGTERM, before SIGKILL
-KILL_REAP_S = 1.0  # after SIGKILL; only an unkillable process runs this out
-STRAY_GRACE_S = 0.5  # what the backend started and left running, between SIGTERM and SIGKILL
-STOP_BOUND_S = STDIN_CLOSE_GRACE_S + TERM_GRACE_S + KILL_REAP_S + STRAY_GRACE_S + 1.5
+__all__ = ["MAX_LINE_BYTES", "STOP_BOUND_S", "ProcessInfo", "open_stdio", "resolve_command"]
+
 STDERR_DRAIN_S = 0.5  # after the exit, for the last stderr lines (a stray may hold the pipe open)
-STDERR_TAIL_LINES = 200
 STDERR_LINE_BYTES = 4096  # stderr is kept for people to read; a longer line is cut
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one JSON-RPC message from a backend
 OVERSIZE_HEAD_BYTES = 64 * 1024  # what is kept of an over-long message, to find its id
@@ -65,40 +57,6 @@ READ_CHUNK = 64 * 1024
 
 ReadStream = anyio.abc.ObjectReceiveStream[SessionMessage | Exception]
 WriteStream = anyio.abc.ObjectSendStream[SessionMessage]
-
-
-@dataclass
-class ProcessInfo:
-    """What the supervisor may know about a backend process."""
-
-    pid: int
-    start_time: int | None = None  # with the pid, names this process (see procs.Proc)
-    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
-    returncode: int | None = None
-    stopped_with: str | None = None  # what emceepee did last before it exited, if anything
-    exited: anyio.Event = field(default_factory=anyio.Event)  # reaped: `returncode` is known
-    closed: anyio.Event = field(default_factory=anyio.Event)  # its stdout ended: the connection is over
-
-    def describe_exit(self) -> str:
-        if self.returncode is None:
-            return "its process has not exited yet"
-        how = _status(self.returncode)
-        if self.stopped_with is None:
-            return how
-        if self.stopped_with == "stdin":
-            return f"{how} once emceepee closed its stdin"
-        if how == f"killed by {self.stopped_with}":
-            return f"killed by emceepee with {self.stopped_with}"
-        return f"{how} after emceepee sent {self.stopped_with}"
-
-
-def _status(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit code {returncode}"
 
 
 def resolve_command(command: str, env: Mapping[str, str]) -> str:
@@ -130,7 +88,7 @@ async def open_stdio(
     `on_problem` hears what goes wrong on our side of the pipes (log file, over-long messages).
     """
     executable = resolve_command(command, env)
-    if cwd is not None and not Path(cwd).is_dir():
+    if cwd is not None and not await anyio.Path(cwd).is_dir():
         raise BackendError(f"Working directory '{cwd}' does not exist", hint="Fix the server's `cwd`.")
     report = on_problem or (lambda text: None)
     log_file = LogFile(stderr_log, report)
@@ -151,7 +109,7 @@ async def open_stdio(
                 yield pipes.read_stream, pipes.write_stream, info
             finally:
                 with anyio.CancelScope(shield=True):
-                    await _stop(process, protocol, info)
+                    await stop(process, protocol, info)
                     with anyio.move_on_after(STDERR_DRAIN_S):
                         await pipes.stderr_done.wait()
                 tg.cancel_scope.cancel()
@@ -162,30 +120,9 @@ async def open_stdio(
             protocol.pipes.close()  # our ends of the pipes; the process is gone by now
 
 
-class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """asyncio's own protocol, plus word of the exit as soon as the child watcher has it.
-
-    `Process.wait()` also waits for every pipe to close, which a grandchild that inherited one
-    can put off forever; the exit itself is what a stop needs to know.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(limit=READ_CHUNK, loop=loop)
-        self.exit_seen = asyncio.Event()
-        self.pipes: asyncio.BaseTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        self.pipes = transport
-
-    def process_exited(self) -> None:
-        super().process_exited()
-        self.exit_seen.set()
-
-
 async def _spawn(
     argv: list[str], env: Mapping[str, str], cwd: str | None
-) -> tuple[asyncio.subprocess.Process, _Protocol]:
+) -> tuple[asyncio.subprocess.Process, ExitProtocol]:
     extra: dict[str, Any] = {}
     if sys.platform == "win32":
         extra["creationflags"] = getattr(subprocess, "CREATE_NO_WINDOW", 0)
@@ -195,7 +132,14 @@ async def _spawn(
     loop = asyncio.get_running_loop()
     pipe = subprocess.PIPE
     transport, protocol = await loop.subprocess_exec(
-        lambda: _Protocol(loop), *argv, stdin=pipe, stdout=pipe, stderr=pipe, env=dict(env), cwd=cwd, **extra
+        functools.partial(ExitProtocol, loop, READ_CHUNK),
+        *argv,
+        stdin=pipe,
+        stdout=pipe,
+        stderr=pipe,
+        env=dict(env),
+        cwd=cwd,
+        **extra,
     )
     return asyncio.subprocess.Process(transport, protocol, loop), protocol
 
@@ -206,7 +150,7 @@ class _Pipes:
     def __init__(
         self,
         process: asyncio.subprocess.Process,
-        protocol: _Protocol,
+        protocol: ExitProtocol,
         info: ProcessInfo,
         log_file: LogFile,
         on_stderr: Callable[[str], None],
@@ -228,7 +172,7 @@ class _Pipes:
             stream.close()
 
     async def reap(self) -> None:
-        await _watch_exit(self.process, self.protocol, self.info)
+        await watch_exit(self.process, self.protocol, self.info)
 
     async def pump_stdout(self) -> None:
         assert self.process.stdout is not None
@@ -309,7 +253,7 @@ class _Pipes:
         self.on_stderr(line)
 
 
-def _valid_id(value: Any) -> bool:
+def _valid_id(value: Any) -> TypeGuard[str | int]:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
@@ -326,89 +270,3 @@ def _parse(line: bytes) -> SessionMessage | Exception:
         return ValueError(
             f"backend wrote a line to stdout that is not JSON-RPC: {snippet!r} ({exc.__class__.__name__})"
         )
-
-
-async def _watch_exit(process: asyncio.subprocess.Process, protocol: _Protocol, info: ProcessInfo) -> None:
-    await protocol.exit_seen.wait()
-    assert process.returncode is not None
-    info.returncode = process.returncode
-    info.exited.set()
-
-
-async def _stop(process: asyncio.subprocess.Process, protocol: _Protocol, info: ProcessInfo) -> None:
-    """Close stdin, then SIGTERM and SIGKILL; then what it started and left running. Every wait bounded."""
-    me = procs.Proc(info.pid, info.start_time)
-    ending_itself = info.closed.is_set()  # it closed its stdout first: an exit now is not our doing
-    strays = await _tree(me, info)  # now, while it lives: its orphans lose their link to it when it goes
-    if process.stdin is not None:
-        process.stdin.close()
-    steps = (("stdin", STDIN_CLOSE_GRACE_S), ("SIGTERM", TERM_GRACE_S), ("SIGKILL", KILL_REAP_S))
-    for step, grace in steps:
-        if _has_exited(process):
-            break
-        if step != "stdin":
-            strays |= await _tree(me, info)
-            _signal(process, me, strays, getattr(signal, step, _SIGKILL))
-        if step != "stdin" or not ending_itself:
-            info.stopped_with = step
-        with anyio.move_on_after(grace):
-            await _watch_exit(process, protocol, info)  # here, not in the reaper: a shutdown cancels that
-    with anyio.move_on_after(KILL_REAP_S):  # it has exited; asyncio may not have heard yet
-        await _watch_exit(process, protocol, info)
-    if not info.exited.is_set():
-        log.error("backend pid %s did not exit, even after SIGKILL", process.pid)
-        return
-    strays |= await _tree(me, info)  # its group, now that it is gone
-    left = [p for p in strays if p.running()]
-    if left:
-        survivors = await anyio.to_thread.run_sync(procs.terminate, left, STRAY_GRACE_S)
-        if survivors:
-            log.error("backend pid %s: %s outlived it, even after SIGKILL", process.pid, survivors)
-    if not procs.HAVE_PROC and sys.platform != "win32":
-        _killpg(process.pid, _SIGKILL)  # without /proc, the group is all we can reach
-
-
-async def _tree(me: procs.Proc, info: ProcessInfo) -> set[procs.Proc]:
-    if not procs.HAVE_PROC:
-        return set()
-    return await anyio.to_thread.run_sync(procs.tree, me.pid, not info.exited.is_set())
-
-
-def _has_exited(process: asyncio.subprocess.Process) -> bool:
-    """Exited, even if the watcher has not told asyncio yet (so a crash is not blamed on our stop)."""
-    if process.returncode is not None:
-        return True
-    if sys.platform == "win32":
-        return False
-    try:
-        found = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True  # already reaped by the watcher
-    except (OSError, AttributeError):  # no waitid (macOS before Python 3.13)
-        return False
-    return found is not None
-
-
-_SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)
-
-
-def _signal(process: asyncio.subprocess.Process, me: procs.Proc, strays: set[procs.Proc], sig: int) -> None:
-    """Signal the backend and what it started; never through Popen.send_signal, whose poll() would
-    reap the exit status before asyncio's child watcher sees it."""
-    if sys.platform == "win32":
-        try:
-            process.kill() if sig == _SIGKILL else process.terminate()
-        except ProcessLookupError:
-            pass
-        return
-    for proc in (me, *strays):
-        proc.signal(sig)
-    if not procs.HAVE_PROC:
-        _killpg(process.pid, sig)
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -28,17 +29,18 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from emceepee_cli import __version__, paths
 from emceepee_cli.config import Config, ConfigProblem, Defaults, load_config
-from emceepee_cli.core import schema
+from emceepee_cli.core import schema, wiring
 from emceepee_cli.core.calls import Relay
-from emceepee_cli.core.hub import Hub
-from emceepee_cli.errors import ConfigError, EmceepeeError, JournalError, NotFound, UsageError
+from emceepee_cli.core.wiring import Services
+from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import new_id
 from emceepee_cli.redact import RedactingFormatter
 from emceepee_cli.server import diagrams
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
-from emceepee_cli.server.meta_tools import TOOLS, Call
+from emceepee_cli.server.meta_tools import TOOLS, Call, MetaTool
 from emceepee_cli.server.stdio import host_streams
-from emceepee_cli.store.journal import AsyncJournal, Journal
+from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.store.journal import Journal
 
 log = logging.getLogger("emceepee")
 
@@ -57,24 +59,23 @@ def build_server(
     log_dir: Path | None = None,
     on_closed: Callable[[], None] | None = None,
     db_path: Path | None = None,
-) -> Server[Hub]:
-    """The low-level MCP server; its lifespan owns the journal, the hub and every backend task."""
+) -> Server[Services]:
+    """The low-level MCP server; its lifespan owns the journal, the services and every backend task."""
 
     @asynccontextmanager
-    async def lifespan(_: Server[Hub]) -> AsyncIterator[Hub]:
+    async def lifespan(_: Server[Services]) -> AsyncIterator[Services]:
         try:
             journal = AsyncJournal(await anyio.to_thread.run_sync(Journal, db_path))
             instance_id = new_id()
             try:
-                adopted = await _take_over(journal, instance_id, config)
+                inherited = await wiring.take_over(journal, instance_id, config.defaults.retention_s)
                 async with anyio.create_task_group() as tg:
-                    hub = Hub(config, tg, journal, instance_id, log_dir)
-                    hub.start_all()
-                    await hub.tasks.adopt(adopted)
+                    services = wiring.build(config, tg, journal, instance_id, log_dir)
+                    await services.start(inherited)
                     try:
-                        yield hub
+                        yield services
                     finally:
-                        hub.stop_all()
+                        services.stop()
             finally:
                 await journal.shutdown(instance_id)
         finally:
@@ -93,32 +94,14 @@ def build_server(
     )
 
 
-async def _take_over(journal: AsyncJournal, instance_id: str, config: Config) -> list[str]:
-    """Register this instance and settle what dead ones left; the suspended calls it adopted.
-
-    A journal that cannot be written here (a full disk) is logged, and `serve` runs anyway:
-    its backends answer; what it cannot journal is not kept.
-    """
-    try:
-        await journal.register_instance(instance_id)
-        interrupted = await journal.interrupt_orphans()
-        if interrupted:
-            log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
-        await journal.purge_finished(config.defaults.retention_s)
-        return list(await journal.adopt_orphans(instance_id))
-    except JournalError as exc:
-        log.error("journal: %s", exc)
-        return []
-
-
 async def _list_tools(
-    ctx: ServerRequestContext[Hub], params: types.PaginatedRequestParams | None
+    ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
     return types.ListToolsResult(tools=[tool.as_tool() for tool in TOOLS.values()])
 
 
 async def _list_resources(
-    ctx: ServerRequestContext[Hub], params: types.PaginatedRequestParams | None
+    ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
 ) -> types.ListResourcesResult:
     diagram = types.Resource(
         uri=diagrams.URI,
@@ -130,7 +113,7 @@ async def _list_resources(
 
 
 async def _read_resource(
-    ctx: ServerRequestContext[Hub], params: types.ReadResourceRequestParams
+    ctx: ServerRequestContext[Services], params: types.ReadResourceRequestParams
 ) -> types.ReadResourceResult:
     if params.uri != diagrams.URI:
         raise MCPError(
@@ -143,38 +126,26 @@ async def _read_resource(
 
 
 async def _call_tool(
-    ctx: ServerRequestContext[Hub], params: types.CallToolRequestParams
+    ctx: ServerRequestContext[Services], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    hub = ctx.lifespan_context
-    _note_host(ctx, hub)
-    result, own = await _dispatch(ctx, hub, params)
-    return with_envelope(result, hub.events.take(), hub.pending_client(), own=own)
+    services = ctx.lifespan_context
+    _note_host(ctx, services)
+    result, own = await _dispatch(ctx, services, params)
+    return with_envelope(result, services.events.take(), services.questions.for_client(), own=own)
 
 
 async def _dispatch(
-    ctx: ServerRequestContext[Hub], hub: Hub, params: types.CallToolRequestParams
+    ctx: ServerRequestContext[Services], services: Services, params: types.CallToolRequestParams
 ) -> tuple[types.CallToolResult, bool]:
     """The tool's result, and whether it is our own (False: a backend's, passed through)."""
     try:
-        tool = TOOLS.get(params.name)
-        if tool is None:
-            raise NotFound(
-                f"emceepee has no tool '{params.name}'. Its tools: {', '.join(TOOLS)}.",
-                hint="To call a backend's tool, use execute_tool(server, tool, args).",
-            )
-        args = params.arguments or {}
-        wrong = schema.problems(args, tool.input_schema, root="arguments")
-        if wrong:
-            raise UsageError(
-                f"Invalid arguments for {tool.name}:\n- " + "\n- ".join(wrong),
-                hint="Fix the fields named and call again.",
-            )
+        tool, args = _checked(params)
         wants_progress = bool(ctx.meta and ctx.meta.get("progress_token") is not None)
         relay = Relay(ctx.session.report_progress) if wants_progress else None
-        out = await tool.handler(hub, args, Call(relay=relay))
+        out = await tool.handler(services, args, Call(relay=relay))
     except EmceepeeError as exc:
         return error_result(exc), True
-    except Exception as exc:  # noqa: BLE001 - a bug must not crash the proxy or leak a traceback upstream
+    except Exception as exc:  # a bug must not crash the proxy or leak a traceback upstream
         log.exception("meta-tool %s failed", params.name)
         return error_result(
             EmceepeeError(
@@ -189,16 +160,30 @@ async def _dispatch(
     return payload_result(out), True
 
 
-def _note_host(ctx: ServerRequestContext[Hub], hub: Hub) -> None:
+def _checked(params: types.CallToolRequestParams) -> tuple[MetaTool, dict[str, Any]]:
+    """The meta-tool called, and its arguments once they match its schema."""
+    tool = TOOLS.get(params.name)
+    if tool is None:
+        raise NotFound(
+            f"emceepee has no tool '{params.name}'. Its tools: {', '.join(TOOLS)}.",
+            hint="To call a backend's tool, use execute_tool(server, tool, args).",
+        )
+    args = params.arguments or {}
+    wrong = schema.problems(args, tool.input_schema, root="arguments")
+    if wrong:
+        raise UsageError(
+            f"Invalid arguments for {tool.name}:\n- " + "\n- ".join(wrong),
+            hint="Fix the fields named and call again.",
+        )
+    return tool, args
+
+
+def _note_host(ctx: ServerRequestContext[Services], services: Services) -> None:
     """Keep the host's session (to forward questions) and record which host this is, once."""
-    if hub.host_noted or ctx.session.client_params is None:
-        return
-    hub.host_noted = True
-    hub.upstream = ctx.session
-    info = ctx.session.client_params.client_info
-    hub.spawn(
-        hub.guarded, lambda: hub.journal.set_host(hub.instance_id, info.name, info.version), name="set host"
-    )
+    info = services.host.note(ctx.session)
+    if info is not None:
+        name, version = info.name, info.version
+        services.runtime.write(services.journal, Journal.set_host, services.instance_id, name, version)
 
 
 def load_or_report(path: Path) -> Config:

@@ -10,6 +10,7 @@ JSON-RPC error and never a traceback. Everything of ours is redacted on the way 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ import mcp_types as types
 
 from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.redact import redact, redact_data
+from emceepee_cli.store.records import Event
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def error_result(exc: EmceepeeError) -> types.CallToolResult:
 
 
 def with_envelope(
-    result: types.CallToolResult, events: list[dict[str, Any]], pending: dict[str, Any], own: bool
+    result: types.CallToolResult, events: Sequence[Event], pending: dict[str, Any], own: bool
 ) -> types.CallToolResult:
     """Append the undelivered events and the pending questions, each only when non-empty.
 

@@ -40,11 +40,6 @@ class HasPath(Protocol):
 S = TypeVar("S", bound=HasPath)
 
 
-def now_iso(offset_s: float = 0.0) -> str:
-    t = time.time() + offset_s
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
-
-
 def journal_error(exc: sqlite3.Error, path: Path | str) -> JournalError:
     """SQLite's failure as a JournalError that names the file and the next thing to do."""
     name = getattr(exc, "sqlite_errorname", "") or ""
@@ -76,14 +71,13 @@ def is_busy(exc: sqlite3.Error) -> bool:
 def mapped(fn: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, P], T]:
     """A journal method whose SQLite failures become JournalErrors, at this one edge."""
 
-    @functools.wraps(fn)
-    def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> T:
+    def wrapper(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return fn(self, *args, **kwargs)
         except sqlite3.Error as exc:
             raise journal_error(exc, self.path) from exc
 
-    return wrapper
+    return functools.update_wrapper(wrapper, fn)
 
 
 def connect(path: Path, seed: Callable[[sqlite_utils.Database], None] | None = None) -> sqlite_utils.Database:
@@ -167,7 +161,7 @@ def close_quietly(db: sqlite_utils.Database, *, keep_sidecars: bool = False) -> 
     conn: Any = db.conn
     try:
         if keep_sidecars and hasattr(conn, "setconfig"):
-            conn.setconfig(sqlite3.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, True)  # type: ignore[attr-defined]
+            conn.setconfig(sqlite3.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, True)  # type: ignore[attr-defined]  # 3.12+, hasattr-guarded
         conn.close()
     except sqlite3.Error as exc:
         return str(exc)

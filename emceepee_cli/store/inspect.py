@@ -14,9 +14,12 @@ import sqlite3
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from emceepee_cli.errors import JournalError
+
+if TYPE_CHECKING:
+    from emceepee_cli.store.records import EventRow, InstanceRow
 
 BUSY_TIMEOUT_S = 2.0
 MIGRATIONS_TABLE = "_sqlite_migrations"
@@ -80,7 +83,7 @@ def question_choices(path: Path) -> list[tuple[str, str]]:
 
 def events(
     path: Path, after: str | None = None, limit: int = 50, server: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[EventRow]:
     """Events after the id `after` (all when None), oldest first; at most the `limit` latest."""
     where, params = ["1 = 1"], []
     if after:
@@ -93,7 +96,7 @@ def events(
         f"SELECT * FROM (SELECT event_id, instance_id, type, server, data, created_at FROM events "
         f"WHERE {' AND '.join(where)} ORDER BY event_id DESC LIMIT ?) ORDER BY event_id"
     )
-    return rows(path, sql, (*params, limit))
+    return cast("list[EventRow]", rows(path, sql, (*params, limit)))
 
 
 def status(path: Path) -> dict[str, Any]:
@@ -132,9 +135,12 @@ def status(path: Path) -> dict[str, Any]:
     return out
 
 
-def instances(path: Path) -> list[dict[str, Any]]:
+def instances(path: Path) -> list[InstanceRow]:
     """The `serve` processes the journal knows of that have not recorded their stop."""
-    return rows(path, "SELECT * FROM instances WHERE stopped_at IS NULL ORDER BY started_at")
+    return cast(
+        "list[InstanceRow]",
+        rows(path, "SELECT * FROM instances WHERE stopped_at IS NULL ORDER BY started_at"),
+    )
 
 
 def _count(conn: sqlite3.Connection, table: str, column: str | None) -> dict[str, int] | int:

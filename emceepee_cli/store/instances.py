@@ -20,13 +20,14 @@ import os
 import socket
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import sqlite_utils
 
+from emceepee_cli.clock import now_iso
 from emceepee_cli.store import proc
-from emceepee_cli.store.db import immediate, mapped, now_iso
-from emceepee_cli.store.records import ElicitationStatus, TaskStatus
+from emceepee_cli.store.db import immediate, mapped
+from emceepee_cli.store.records import ElicitationStatus, InstanceRow, PendingRow, TaskRow, TaskStatus
 
 HEARTBEAT_S = 5.0
 STALE_AFTER_S = 30.0  # where the process cannot be checked, an owner silent this long is dead
@@ -49,22 +50,20 @@ class Instances:
     db: sqlite_utils.Database
     owner: str | None  # the instance this process registered, if it is a `serve`
 
-    def finish_task(self, task_id: str, status: TaskStatus, **kwargs: Any) -> bool:
+    def finish_task(
+        self,
+        task_id: str,
+        status: TaskStatus,
+        *,
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
+        message: str | None = None,
+    ) -> bool:
         raise NotImplementedError
 
     @mapped
     def register_instance(self, instance_id: str) -> None:
-        at = now_iso()
-        self.db["instances"].insert(
-            {
-                "instance_id": instance_id,
-                "pid": os.getpid(),
-                "machine": socket.gethostname(),
-                "proc_start": proc.start_time(os.getpid()),
-                "started_at": at,
-                "heartbeat_at": at,
-            }
-        )
+        self.db.table("instances").insert(dict(this_instance(instance_id)))
         self.owner = self.owner or instance_id
 
     @mapped
@@ -84,27 +83,21 @@ class Instances:
     def stop_instance(self, instance_id: str) -> None:
         self.db.execute("UPDATE instances SET stopped_at = ? WHERE instance_id = ?", [now_iso(), instance_id])
 
-    def instance_alive(self, row: dict[str, Any]) -> bool:
-        if row.get("stopped_at"):
-            return False
-        if row["machine"] == socket.gethostname():
-            same = proc.same_process(row["pid"], row.get("proc_start"))
-            if same is not None:
-                return same
-        return bool(row["heartbeat_at"] >= now_iso(-stale_after_s()))
+    def instance_alive(self, row: InstanceRow) -> bool:
+        return instance_alive(row)
 
     @mapped
-    def instance(self, instance_id: str) -> dict[str, Any] | None:
-        rows = list(self.db["instances"].rows_where("instance_id = ?", [instance_id]))
-        return rows[0] if rows else None
+    def instance(self, instance_id: str) -> InstanceRow | None:
+        rows = list(self.db.table("instances").rows_where("instance_id = ?", [instance_id]))
+        return cast(InstanceRow, rows[0]) if rows else None
 
-    def dead_instances(self) -> list[dict[str, Any]]:
+    def dead_instances(self) -> list[InstanceRow]:
         sql = (
-            "SELECT DISTINCT i.* FROM instances i WHERE i.instance_id IN "
-            "(SELECT instance_id FROM tasks WHERE status = ? UNION SELECT instance_id FROM pending WHERE status = ?)"
+            "SELECT DISTINCT i.* FROM instances i WHERE i.instance_id IN (SELECT instance_id FROM tasks"
+            " WHERE status = ? UNION SELECT instance_id FROM pending WHERE status = ?)"
         )
         rows = self._rows(sql, [TaskStatus.WORKING.value, ElicitationStatus.PENDING.value])
-        return [inst for inst in rows if not self.instance_alive(inst)]
+        return [inst for inst in map(as_instance, rows) if not self.instance_alive(inst)]
 
     def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         """A query's rows, read to the end before the caller writes: a write made while a read is
@@ -137,7 +130,8 @@ class Instances:
                 [inst["instance_id"], ElicitationStatus.PENDING.value, TaskStatus.WORKING.value],
             ):
                 self.db.execute(
-                    "UPDATE pending SET status = ?, error = ?, answered_at = ? WHERE request_id = ? AND status = ?",
+                    "UPDATE pending SET status = ?, error = ?, answered_at = ?"
+                    " WHERE request_id = ? AND status = ?",
                     [
                         ElicitationStatus.REJECTED.value,
                         f"{orphaned(inst, row, noticed)}; the backend is no longer waiting for this answer",
@@ -158,7 +152,8 @@ class Instances:
         adopted: list[str] = []
         for inst in self.dead_instances():
             rows = self._rows(
-                "SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND request_state IS NOT NULL",
+                "SELECT task_id FROM tasks"
+                " WHERE instance_id = ? AND status = ? AND request_state IS NOT NULL",
                 [inst["instance_id"], TaskStatus.WORKING.value],
             )
             for row in rows:
@@ -177,7 +172,8 @@ class Instances:
                     if claimed != 1:
                         continue
                     self.db.execute(
-                        "UPDATE pending SET instance_id = ? WHERE task_id = ? AND instance_id = ? AND status = ?",
+                        "UPDATE pending SET instance_id = ?"
+                        " WHERE task_id = ? AND instance_id = ? AND status = ?",
                         [instance_id, row["task_id"], inst["instance_id"], ElicitationStatus.PENDING.value],
                     )
                 adopted.append(row["task_id"])
@@ -200,7 +196,8 @@ class Instances:
                 if (
                     row[key] in ids
                     and self.db.execute(
-                        f"UPDATE {table} SET status = ?, error = NULL, {end} = NULL WHERE {key} = ? AND status = ?",
+                        f"UPDATE {table} SET status = ?, error = NULL, {end} = NULL"
+                        f" WHERE {key} = ? AND status = ?",
                         [open_.value, row[key], settled.value],
                     ).rowcount
                 ):
@@ -208,17 +205,48 @@ class Instances:
         return restored
 
 
-def orphaned(inst: dict[str, Any], row: dict[str, Any], noticed: str) -> str:
+def this_instance(instance_id: str) -> InstanceRow:
+    """The row that registers this process as `instance_id`."""
+    at = now_iso()
+    return InstanceRow(
+        instance_id=instance_id,
+        pid=os.getpid(),
+        machine=socket.gethostname(),
+        proc_start=proc.start_time(os.getpid()),
+        started_at=at,
+        heartbeat_at=at,
+        stopped_at=None,
+        host_name=None,
+        host_version=None,
+    )
+
+
+def instance_alive(row: InstanceRow) -> bool:
+    """Whether the `serve` of this row still runs (the rule the module docstring gives)."""
+    if row.get("stopped_at"):
+        return False
+    if row["machine"] == socket.gethostname():
+        same = proc.same_process(row["pid"], row.get("proc_start"))
+        if same is not None:
+            return same
+    return bool(row["heartbeat_at"] >= now_iso(-stale_after_s()))
+
+
+def as_instance(row: dict[str, Any]) -> InstanceRow:
+    return cast(InstanceRow, row)
+
+
+def orphaned(inst: InstanceRow, row: dict[str, Any], noticed: str) -> str:
     """Why a row was settled, with a time not before the row's own: a heartbeat may be older than it."""
-    own = [row.get("created_at") or "", row.get("last_updated_at") or ""]
+    own = [str(row.get("created_at") or ""), str(row.get("last_updated_at") or "")]
     who = f"its emceepee process, pid {inst['pid']} on {inst['machine']},"
     if inst.get("stopped_at"):
-        return f"{ORPHANED} ({who} stopped at {max([inst['stopped_at'], *own])})"
+        return f"{ORPHANED} ({who} stopped at {max([str(inst['stopped_at']), *own])})"
     seen = max([inst["heartbeat_at"], *own])
     return f"{ORPHANED} ({who} was last seen at {seen} and found gone at {noticed})"
 
 
-def owns_by_mistake(owner: str | None, row: dict[str, Any], settled: str) -> bool:
+def owns_by_mistake(owner: str | None, row: TaskRow | PendingRow, settled: str) -> bool:
     """A row of this live process that another settled as an orphan: it is still this process's."""
     return (
         owner is not None

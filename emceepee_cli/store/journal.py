@@ -1,7 +1,7 @@
 """The journal: one SQLite file (WAL, 0600) shared by every `serve` process and the CLI.
 
 It is synchronous on purpose: the CLI uses it directly, and `serve` reaches it through one
-worker thread (`AsyncJournal`), so the event loop never blocks on SQLite. Writers that race
+worker thread (`store/aio.py`), so the event loop never blocks on SQLite. Writers that race
 (two hosts, or the CLI and a host) are settled by SQLite itself: every state change is an
 `UPDATE … WHERE status = 'working'`, so the first writer wins and the others see 0 rows. The
 one exception is the owner itself: a live `serve` still finishes (and answers) its own rows that
@@ -13,33 +13,38 @@ runs, `recover` re-creates it and writes back this process's own rows (store/rec
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TypeVar
-
-import anyio
-import anyio.to_thread
+from typing import Any, cast
 
 from emceepee_cli import paths
-from emceepee_cli.errors import JournalError
-from emceepee_cli.redact import redact, redact_data
-from emceepee_cli.store.db import close_quietly, connect, file_id, mapped, now_iso
-from emceepee_cli.store.instances import HEARTBEAT_S, ORPHANED, STALE_AFTER_S, Instances, owns_by_mistake
-from emceepee_cli.store.records import ElicitationStatus, TaskStatus
+from emceepee_cli.clock import now_iso
+from emceepee_cli.errors import NotFound
+from emceepee_cli.ids import resolve_prefix
+from emceepee_cli.redact import redact
+from emceepee_cli.store.db import connect, file_id, mapped
+from emceepee_cli.store.events import EventLog
+from emceepee_cli.store.instances import ORPHANED, Instances, owns_by_mistake
+from emceepee_cli.store.records import (
+    ElicitationStatus,
+    PendingRow,
+    SpawnedRow,
+    TaskRow,
+    TaskStatus,
+    finishing,
+    settling,
+)
 from emceepee_cli.store.recovery import Recovery
 
-__all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "AsyncJournal", "Journal", "now_iso"]
-
-T = TypeVar("T")
-log = logging.getLogger(__name__)
 MISTAKEN_ORPHAN = "(status = ? AND instance_id = ? AND error LIKE ?)"  # see owns_by_mistake
+ID_LENGTH = 26  # a whole ULID: no prefix to resolve
+TASKS_LISTED = "list_tasks(include_completed=true) shows the known tasks."
+QUESTIONS_LISTED = "get_elicitations / get_sampling_requests list them."
 
 
-class Journal(Instances, Recovery):
+class Journal(EventLog, Instances, Recovery):
     def __init__(self, path: Path | None = None) -> None:
         self.path = paths.db_path(path)
         self.db = connect(self.path)
@@ -61,8 +66,8 @@ class Journal(Instances, Recovery):
     # ---- tasks -------------------------------------------------------------------------
 
     @mapped
-    def insert_task(self, row: dict[str, Any]) -> None:
-        self.db["tasks"].insert({**row, "args": json.dumps(row.get("args"))})
+    def insert_task(self, row: TaskRow) -> None:
+        self.db.table("tasks").insert(dict(row))
 
     @mapped
     def finish_task(
@@ -77,10 +82,11 @@ class Journal(Instances, Recovery):
         """Move a working task to a final state; False if someone else finished it first."""
         at = now_iso()
         cursor = self.db.execute(
-            "UPDATE tasks SET status = ?, result = ?, error = ?, status_message = coalesce(?, status_message), "
-            f"finished_at = ?, last_updated_at = ? WHERE task_id = ? AND (status = ? OR {MISTAKEN_ORPHAN})",
+            "UPDATE tasks SET status = ?, result = ?, error = ?,"
+            " status_message = coalesce(?, status_message), finished_at = ?, last_updated_at = ?"
+            f" WHERE task_id = ? AND (status = ? OR {MISTAKEN_ORPHAN})",
             [
-                status.value,
+                finishing(status).value,
                 json.dumps(result) if result is not None else None,
                 redact(error) if error else error,
                 message,
@@ -98,8 +104,8 @@ class Journal(Instances, Recovery):
     @mapped
     def update_progress(self, task_id: str, progress: dict[str, Any], message: str | None) -> None:
         self.db.execute(
-            "UPDATE tasks SET progress = ?, status_message = coalesce(?, status_message), last_updated_at = ? "
-            "WHERE task_id = ? AND status = ?",
+            "UPDATE tasks SET progress = ?, status_message = coalesce(?, status_message),"
+            " last_updated_at = ? WHERE task_id = ? AND status = ?",
             [json.dumps(progress), message, now_iso(), task_id, TaskStatus.WORKING.value],
         )
 
@@ -117,12 +123,16 @@ class Journal(Instances, Recovery):
         return [r["task_id"] for r in self.db.query(sql, [instance_id, TaskStatus.WORKING.value])]
 
     @mapped
-    def task(self, task_id: str) -> dict[str, Any] | None:
-        rows = list(self.db["tasks"].rows_where("task_id = ?", [task_id]))
-        if rows and owns_by_mistake(self.owner, rows[0], TaskStatus.INTERRUPTED):
+    def task(self, task_id: str) -> TaskRow | None:
+        rows = [cast(TaskRow, r) for r in self.db.table("tasks").rows_where("task_id = ?", [task_id])]
+        if not rows:
+            return None
+        row = rows[0]
+        if owns_by_mistake(self.owner, row, TaskStatus.INTERRUPTED):
             # still ours and still running, until the watcher's `reclaim` writes it back
-            return {**rows[0], "status": TaskStatus.WORKING.value, "error": None, "finished_at": None}
-        return rows[0] if rows else None
+            row = row.copy()
+            row["status"], row["error"], row["finished_at"] = TaskStatus.WORKING.value, None, None
+        return row
 
     @mapped
     def tasks(
@@ -132,7 +142,7 @@ class Journal(Instances, Recovery):
         status: str | None = None,
         include_finished: bool = False,
         instance_id: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[TaskRow]:
         where, params = [], []
         for column, value in (("server", server), ("status", status), ("instance_id", instance_id)):
             if value is not None:
@@ -141,11 +151,16 @@ class Journal(Instances, Recovery):
         if status is None and not include_finished:
             where.append("status = ?")
             params.append(TaskStatus.WORKING.value)
-        return list(self.db["tasks"].rows_where(" AND ".join(where) or None, params, order_by="task_id"))
+        rows = self.db.table("tasks").rows_where(" AND ".join(where) or None, params, order_by="task_id")
+        return [cast(TaskRow, r) for r in rows]
 
     @mapped
-    def task_ids(self) -> list[str]:
-        return [r["task_id"] for r in self.db.query("SELECT task_id FROM tasks")]
+    def resolve_task(self, prefix: str, also: Iterable[str] = (), listing: str = TASKS_LISTED) -> str:
+        """The task id that `prefix` starts (a whole id is taken as it is); `also`: ids of tasks only
+        this process knows (their rows could not be journaled)."""
+        if len(prefix) == ID_LENGTH:
+            return prefix.upper()
+        return resolve_prefix(prefix, [*self._ids_like("tasks", "task_id", prefix), *also], "task", listing)
 
     @mapped
     def purge_finished(self, retention_s: float) -> int:
@@ -166,8 +181,8 @@ class Journal(Instances, Recovery):
     # ---- pending questions ---------------------------------------------------------------
 
     @mapped
-    def insert_pending(self, row: dict[str, Any]) -> None:
-        self.db["pending"].insert({**row, "params": json.dumps(row["params"])})
+    def insert_pending(self, row: PendingRow) -> None:
+        self.db.table("pending").insert(dict(row))
 
     @mapped
     def settle_pending(
@@ -180,11 +195,14 @@ class Journal(Instances, Recovery):
         error: str | None = None,
     ) -> bool:
         """Answer (or end) a pending question; False if it was no longer pending — first writer wins."""
+        kind = self.db.execute("SELECT kind FROM pending WHERE request_id = ?", [request_id]).fetchone()
+        if kind is None:
+            return False
         cursor = self.db.execute(
             "UPDATE pending SET status = ?, answer = ?, answered_by = ?, error = ?, answered_at = ? "
             f"WHERE request_id = ? AND (status = ? OR {MISTAKEN_ORPHAN})",
             [
-                status,
+                settling(kind[0], status),
                 json.dumps(answer) if answer is not None else None,
                 by,
                 redact(error) if error else error,
@@ -199,16 +217,18 @@ class Journal(Instances, Recovery):
         return cursor.rowcount == 1
 
     @mapped
-    def set_forwarded(self, request_id: str, forwarded: bool) -> None:
-        self.db.execute("UPDATE pending SET forwarded = ? WHERE request_id = ?", [int(forwarded), request_id])
-
-    @mapped
-    def pending_row(self, request_id: str) -> dict[str, Any] | None:
-        rows = list(self.db["pending"].rows_where("request_id = ?", [request_id]))
-        if rows and owns_by_mistake(self.owner, rows[0], ElicitationStatus.REJECTED):
+    def pending_row(self, request_id: str) -> PendingRow | None:
+        rows = [
+            cast(PendingRow, r) for r in self.db.table("pending").rows_where("request_id = ?", [request_id])
+        ]
+        if not rows:
+            return None
+        row = rows[0]
+        if owns_by_mistake(self.owner, row, ElicitationStatus.REJECTED):
             # still ours and still open, until the watcher's `reclaim` writes it back
-            return {**rows[0], "status": ElicitationStatus.PENDING.value, "error": None, "answered_at": None}
-        return rows[0] if rows else None
+            row = row.copy()
+            row["status"], row["error"], row["answered_at"] = ElicitationStatus.PENDING.value, None, None
+        return row
 
     @mapped
     def pending_rows(
@@ -219,8 +239,7 @@ class Journal(Instances, Recovery):
         server: str | None = None,
         kind: str | None = None,
         task_id: str | None = None,
-        since: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[PendingRow]:
         where, params = [], []
         for column, value in (
             ("status", status),
@@ -232,101 +251,60 @@ class Journal(Instances, Recovery):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
-        if since is not None:
-            where.append("answered_at >= ?")
-            params.append(since)
-        return list(self.db["pending"].rows_where(" AND ".join(where) or None, params, order_by="request_id"))
+        rows = self.db.table("pending").rows_where(" AND ".join(where) or None, params, order_by="request_id")
+        return [cast(PendingRow, r) for r in rows]
 
     @mapped
-    def pending_ids(self) -> list[str]:
-        return [r["request_id"] for r in self.db.query("SELECT request_id FROM pending")]
+    def resolve_question(
+        self, prefix: str, listing: str = QUESTIONS_LISTED, what: str = "pending request"
+    ) -> PendingRow:
+        """The question whose id `prefix` starts, or a NotFound naming where they are listed."""
+        if len(prefix) == ID_LENGTH:
+            request_id = prefix.upper()
+        else:
+            found = self._ids_like("pending", "request_id", prefix)
+            request_id = resolve_prefix(prefix, found, what, listing)
+        row = self.pending_row(request_id)
+        if row is None:
+            raise NotFound(f"No {what} '{prefix}'.", hint=listing)
+        return row
 
-    # ---- events ------------------------------------------------------------------------
-
-    @mapped
-    def add_event(self, event: dict[str, Any]) -> None:
-        self.db["events"].insert({**event, "data": json.dumps(redact_data(event.get("data")))})
-
-    @mapped
-    def set_cursor(self, session_id: str, event_id: str) -> None:
-        self.db["cursors"].upsert(
-            {"session_id": session_id, "last_event_id": event_id, "updated_at": now_iso()}, pk="session_id"
-        )
-
-    @mapped
-    def update_event_data(self, event_id: str, data: dict[str, Any]) -> None:
-        self.db.execute("UPDATE events SET data = ? WHERE event_id = ?", [json.dumps(data), event_id])
+    def _ids_like(self, table: str, key: str, prefix: str) -> list[str]:
+        """The ids in `table` that start with `prefix`, whatever its case (LIKE ignores ASCII case)."""
+        pattern = prefix.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        sql = f"SELECT {key} FROM {table} WHERE {key} LIKE ? ESCAPE '\\'"
+        return [str(r[key]) for r in self.db.query(sql, [pattern])]
 
     # ---- processes serve spawned (see core/leftovers.py) --------------------------------
 
     @mapped
     def add_spawned(self, instance_id: str, server: str, pid: int, start_time: int) -> None:
-        row = {"instance_id": instance_id, "server": server, "pid": pid, "start_time": start_time}
-        self.db["spawned"].insert({**row, "spawned_at": now_iso()}, replace=True)
+        row = SpawnedRow(
+            instance_id=instance_id, server=server, pid=pid, start_time=start_time, spawned_at=now_iso()
+        )
+        self.db.table("spawned").insert(dict(row), replace=True)
 
     @mapped
     def forget_spawned(self, instance_id: str, pid: int) -> None:
         self.db.execute("DELETE FROM spawned WHERE instance_id = ? AND pid = ?", [instance_id, pid])
 
     @mapped
-    def spawned_by_dead(self) -> list[dict[str, Any]]:
+    def spawned_by_dead(self) -> list[SpawnedRow]:
         """What instances that are no longer alive spawned on this machine (and did not see end)."""
         rows = self.db.query(
-            "SELECT i.*, s.server AS spawned_server, s.pid AS spawned_pid, s.start_time AS spawned_start"
-            " FROM spawned s JOIN instances i USING (instance_id)"
+            "SELECT i.*, s.server AS spawned_server, s.pid AS spawned_pid, s.start_time AS spawned_start,"
+            " s.spawned_at FROM spawned s JOIN instances i USING (instance_id)"
         )
         dead = []
         for row in rows:  # the instance's own columns, as instance_alive reads them
-            if row["machine"] == socket.gethostname() and not self.instance_alive(row):
+            if row["machine"] == socket.gethostname() and not self.instance_alive(cast(Any, row)):
                 dead.append(
-                    {
-                        "instance_id": row["instance_id"],
-                        "server": row["spawned_server"],
-                        "pid": row["spawned_pid"],
-                        "start_time": row["spawned_start"],
-                    }
+                    SpawnedRow(
+                        instance_id=row["instance_id"],
+                        server=row["spawned_server"],
+                        pid=row["spawned_pid"],
+                        start_time=row["spawned_start"],
+                        spawned_at=row["spawned_at"],
+                    )
                 )
         return dead
-
-
-class AsyncJournal:
-    """The journal for the event loop: every call runs on one worker thread, in order."""
-
-    SHUTDOWN_S = 8.0  # a write waits up to BUSY_TIMEOUT_MS for a lock; this covers it
-
-    def __init__(self, journal: Journal) -> None:
-        self.sync = journal
-        self._limiter = anyio.CapacityLimiter(1)
-
-    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=self._limiter)
-
-    async def shutdown(self, instance_id: str, bound_s: float = SHUTDOWN_S) -> None:
-        """Record that this instance stopped, and close: bounded, and never raising. At shutdown a
-        journal that cannot be written (a full disk, a lost file) is an error in the log, not a crash."""
-
-        def stop() -> None:
-            try:
-                self.sync.stop_instance(instance_id)
-            except JournalError as exc:
-                log.error("journal: could not record that this emceepee stopped: %s", exc.message)
-            problem = close_quietly(self.sync.db)
-            if problem:
-                log.error("journal: could not close %s cleanly: %s", self.sync.path, problem)
-
-        with anyio.CancelScope(shield=True), anyio.move_on_after(bound_s) as waited:
-            await anyio.to_thread.run_sync(stop, limiter=self._limiter, abandon_on_cancel=True)
-        if waited.cancelled_caught:
-            log.error(
-                "journal: %s still busy after %.0f s at shutdown; stopping without it",
-                self.sync.path,
-                bound_s,
-            )
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self.sync, name)
-
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return await self.run(method, *args, **kwargs)
-
-        return call

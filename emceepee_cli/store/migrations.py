@@ -15,7 +15,7 @@ migrations = sqlite_utils.Migrations("emceepee")
 
 @migrations()
 def m001_initial(db: sqlite_utils.Database) -> None:
-    db["instances"].create(
+    db.table("instances").create(
         {
             "instance_id": str,
             "pid": int,
@@ -28,7 +28,7 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         },
         pk="instance_id",
     )
-    db["tasks"].create(
+    db.table("tasks").create(
         {
             "task_id": str,
             "instance_id": str,
@@ -50,18 +50,18 @@ def m001_initial(db: sqlite_utils.Database) -> None:
         not_null={"instance_id", "server", "tool", "status", "created_at", "last_updated_at"},
         defaults={"cancel_requested": 0},
     )
-    db["tasks"].create_index(["status", "instance_id"])
-    db["events"].create(
+    db.table("tasks").create_index(["status", "instance_id"])
+    db.table("events").create(
         {"event_id": str, "instance_id": str, "type": str, "server": str, "data": str, "created_at": str},
         pk="event_id",
     )
-    db["events"].create_index(["instance_id", "event_id"])
-    db["cursors"].create({"session_id": str, "last_event_id": str, "updated_at": str}, pk="session_id")
+    db.table("events").create_index(["instance_id", "event_id"])
+    db.table("cursors").create({"session_id": str, "last_event_id": str, "updated_at": str}, pk="session_id")
 
 
 @migrations()
 def m002_pending_and_rounds(db: sqlite_utils.Database) -> None:
-    db["pending"].create(
+    db.table("pending").create(
         {
             "request_id": str,
             "instance_id": str,
@@ -85,24 +85,24 @@ def m002_pending_and_rounds(db: sqlite_utils.Database) -> None:
         not_null={"instance_id", "server", "kind", "params", "status", "created_at", "expires_at"},
         defaults={"round": 0, "forwarded": 0},
     )
-    db["pending"].create_index(["status", "instance_id"])
-    db["pending"].create_index(["task_id", "round"])
+    db.table("pending").create_index(["status", "instance_id"])
+    db.table("pending").create_index(["task_id", "round"])
     # A 2026-07-28 call suspended on input: its state and round survive a restart (see core/tasks.py).
-    db["tasks"].add_column("request_state", str)
-    db["tasks"].add_column("round", int)
+    db.table("tasks").add_column("request_state", str)
+    db.table("tasks").add_column("round", int)
 
 
 @migrations()
 def m003_process_start(db: sqlite_utils.Database) -> None:
     # With the pid, the process's start time tells a live owner from a dead one whose pid was
     # reused, without trusting the heartbeat (see store/proc.py). Rows from before stay NULL.
-    db["instances"].add_column("proc_start", str)
+    db.table("instances").add_column("proc_start", str)
 
 
 @migrations()
 def m004_spawned(db: sqlite_utils.Database) -> None:
     # What each serve spawned, so a later process can stop what a dead one left running.
-    db["spawned"].create(
+    db.table("spawned").create(
         {"instance_id": str, "server": str, "pid": int, "start_time": int, "spawned_at": str},
         pk=("instance_id", "pid"),
     )
@@ -113,6 +113,7 @@ def check_not_newer(db: sqlite_utils.Database, path: str) -> None:
     unknown = {m.name for m in migrations.applied(db)} - known
     if unknown:
         raise JournalError(
-            f"The journal {path} was written by a newer emceepee (it has migrations {', '.join(sorted(unknown))}).",
+            f"The journal {path} was written by a newer emceepee"
+            f" (it has migrations {', '.join(sorted(unknown))}).",
             hint="Upgrade emceepee, or use another journal with --db / EMCEEPEE_DB.",
         )

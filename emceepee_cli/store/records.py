@@ -1,10 +1,15 @@
-"""Record types and their state machines — the one definition code, journal and diagrams share."""
+"""Record types and their state machines — the one definition code, journal and diagrams share.
+
+Rows are `TypedDict`s: what a journal read returns and a journal insert takes, column for column
+(JSON columns hold JSON text). They cost nothing at run time. The transition tables are the ones
+the code checks when it settles a row (`settling`, `finishing`), and the ones the diagrams draw.
+"""
 
 from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 
 class TaskStatus(StrEnum):
@@ -14,6 +19,13 @@ class TaskStatus(StrEnum):
     CANCELLED = "cancelled"
     EXPIRED = "expired"
     INTERRUPTED = "interrupted"
+
+
+class Kind(StrEnum):
+    """What a backend's question asks for: a person's answer, or an LLM's completion."""
+
+    ELICITATION = "elicitation"
+    SAMPLING = "sampling"
 
 
 class ElicitationStatus(StrEnum):
@@ -31,6 +43,8 @@ class SamplingStatus(StrEnum):
     EXPIRED = "expired"
     REJECTED = "rejected"
 
+
+PENDING = "pending"  # every question starts here, whatever its kind
 
 # state -> {next state: why}; a state absent on the left is final.
 TASK_TRANSITIONS: dict[TaskStatus, dict[TaskStatus, str]] = {
@@ -64,22 +78,183 @@ SAMPLING_TRANSITIONS: dict[SamplingStatus, dict[SamplingStatus, str]] = {
 FINISHED_TASK = tuple(s for s in TaskStatus if s not in TASK_TRANSITIONS)
 
 
-def task_json(row: dict[str, Any]) -> dict[str, Any]:
+class BadTransition(RuntimeError):
+    """A row or a call was asked to move in a way its state machine does not allow (a bug in emceepee)."""
+
+
+def finishing(status: str) -> TaskStatus:
+    """`status` as the end of a working task; BadTransition if the task table has no such move."""
+    if status not in TASK_TRANSITIONS[TaskStatus.WORKING]:
+        raise BadTransition(f"a task cannot go {TaskStatus.WORKING} -> {status}")
+    return TaskStatus(status)
+
+
+def settling(kind: str, status: str) -> str:
+    """`status` as the end of a pending question of `kind`; BadTransition if its table has no such move."""
+    moves: dict[Any, str] = (
+        SAMPLING_TRANSITIONS[SamplingStatus.PENDING]
+        if kind == Kind.SAMPLING
+        else ELICITATION_TRANSITIONS[ElicitationStatus.PENDING]
+    )
+    if status not in moves:
+        raise BadTransition(f"a {kind} question cannot go {PENDING} -> {status}")
+    return status
+
+
+# ---- rows, as the journal holds them ----------------------------------------------------------
+
+
+class TaskRow(TypedDict):
+    task_id: str
+    instance_id: str
+    server: str
+    tool: str
+    args: str | None  # JSON
+    status: str
+    status_message: str | None
+    progress: str | None  # JSON
+    result: str | None  # JSON: the backend's CallToolResult
+    error: str | None
+    created_at: str
+    last_updated_at: str
+    expires_at: str | None
+    finished_at: str | None
+    cancel_requested: int
+    request_state: str | None  # a 2026-07-28 call suspended on input: the backend's state
+    round: int | None
+
+
+class PendingRow(TypedDict):
+    request_id: str
+    instance_id: str
+    server: str
+    kind: str
+    params: str  # JSON: the request's params
+    status: str
+    task_id: str | None
+    correlation: str  # exact | sole | server
+    input_key: str | None
+    round: int
+    forwarded: int
+    created_at: str
+    expires_at: str
+    answered_at: str | None
+    answered_by: str | None
+    answer: str | None  # JSON
+    error: str | None
+
+
+class InstanceRow(TypedDict):
+    instance_id: str
+    pid: int
+    machine: str
+    proc_start: str | None
+    started_at: str
+    heartbeat_at: str
+    stopped_at: str | None
+    host_name: str | None
+    host_version: str | None
+
+
+class EventRow(TypedDict):
+    event_id: str
+    instance_id: str
+    type: str
+    server: str | None
+    data: str  # JSON
+    created_at: str
+
+
+class SpawnedRow(TypedDict):
+    instance_id: str
+    server: str
+    pid: int
+    start_time: int | None
+    spawned_at: str
+
+
+# ---- views: what every tool and CLI command shows ----------------------------------------------
+
+
+class Event(TypedDict):
+    """An event as the host receives it."""
+
+    event_id: str
+    type: str
+    server: str | None
+    created_at: str
+    data: dict[str, Any]
+    replayed: NotRequired[bool]  # kept for a session that ended before it could deliver it
+
+
+class OwnedEvent(Event):
+    """An event with the instance whose host it is for, as it is journaled."""
+
+    instance_id: str
+
+
+class TaskJson(TypedDict):
+    task_id: str
+    status: str
+    server: str
+    tool: str
+    created_at: str
+    last_updated_at: str
+    status_message: NotRequired[str]
+    error: NotRequired[str]
+    expires_at: NotRequired[str]
+    progress: NotRequired[dict[str, Any]]
+
+
+class QuestionJson(TypedDict):
+    request_id: str
+    server: str
+    kind: str
+    message: NotRequired[str]
+    url: NotRequired[str | None]
+    requested_schema: NotRequired[dict[str, Any]]
+    params: NotRequired[dict[str, Any]]
+    task_id: NotRequired[str]
+    correlation: str
+    status: str
+    created_at: str
+    expires_at: str
+    answered_by: NotRequired[str]
+    error: NotRequired[str]
+
+
+def task_json(row: TaskRow) -> TaskJson:
     """A journal row as the task object every tool and CLI command shows."""
-    out = {key: row[key] for key in ("task_id", "status", "server", "tool", "created_at", "last_updated_at")}
-    for key in ("status_message", "error", "expires_at"):
-        if row.get(key):
-            out[key] = row[key]
+    out = TaskJson(
+        task_id=row["task_id"],
+        status=row["status"],
+        server=row["server"],
+        tool=row["tool"],
+        created_at=row["created_at"],
+        last_updated_at=row["last_updated_at"],
+    )
+    if row.get("status_message"):
+        out["status_message"] = str(row["status_message"])
+    if row.get("error"):
+        out["error"] = str(row["error"])
+    if row.get("expires_at"):
+        out["expires_at"] = str(row["expires_at"])
     if row.get("progress"):
-        out["progress"] = json.loads(row["progress"])
+        out["progress"] = json.loads(str(row["progress"]))
     return out
 
 
-def question_json(row: dict[str, Any]) -> dict[str, Any]:
+def params_of(row: PendingRow) -> dict[str, Any]:
+    """A question's request params."""
+    params: dict[str, Any] = json.loads(row["params"])
+    return params
+
+
+def question_json(row: PendingRow) -> QuestionJson:
     """A pending question (elicitation or sampling) as every tool and CLI command shows it."""
-    params = json.loads(row["params"]) if isinstance(row["params"], str) else row["params"]
+    params = params_of(row)
     out: dict[str, Any] = {"request_id": row["request_id"], "server": row["server"], "kind": row["kind"]}
-    if row["kind"] == "elicitation":
+    if row["kind"] == Kind.ELICITATION:
         out["message"] = params.get("message", "")
         if params.get("mode") == "url":
             out["url"] = params.get("url")
@@ -89,8 +264,14 @@ def question_json(row: dict[str, Any]) -> dict[str, Any]:
         out["params"] = params
     if row.get("task_id"):
         out["task_id"] = row["task_id"]
-    out.update({key: row[key] for key in ("correlation", "status", "created_at", "expires_at")})
-    for key in ("answered_by", "error"):
-        if row.get(key):
-            out[key] = row[key]
-    return out
+    out.update(
+        correlation=row["correlation"],
+        status=row["status"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+    )
+    if row.get("answered_by"):
+        out["answered_by"] = row["answered_by"]
+    if row.get("error"):
+        out["error"] = row["error"]
+    return cast(QuestionJson, out)  # built in the order it is shown

@@ -1,8 +1,8 @@
 """A journal file deleted (or replaced) under a running `serve`: notice it, and re-create it.
 
 SQLite keeps writing to a deleted file through its open descriptor, so nothing fails: the CLI
-sees an empty journal and everything is gone when `serve` exits. The hub's watcher calls
-`recover` on every tick; it compares the file at the path with the one this process opened
+sees an empty journal and everything is gone when `serve` exits. The watcher (core/watcher.py)
+calls `recover` on every tick; it compares the file at the path with the one this process opened
 (device and inode), and when they differ it takes this process's own rows — its instance, its
 tasks, its questions — from the connection it still holds, lets that go, opens (or creates) the
 journal at the path and writes them back. What other processes had written to the deleted file
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sqlite3
 from contextlib import suppress
 from pathlib import Path
@@ -21,8 +20,8 @@ from typing import Any
 
 import sqlite_utils
 
-from emceepee_cli.store import proc
-from emceepee_cli.store.db import close_quietly, connect, file_id, now_iso
+from emceepee_cli.store.db import close_quietly, connect, file_id
+from emceepee_cli.store.instances import this_instance
 
 log = logging.getLogger(__name__)
 
@@ -67,24 +66,15 @@ class Recovery:
     def _own_rows(self) -> dict[str, list[dict[str, Any]]]:
         try:
             return {
-                table: list(self.db[table].rows_where("instance_id = ?", [self.owner]))
+                table: list(self.db.table(table).rows_where("instance_id = ?", [self.owner]))
                 for table in OWN_TABLES
             }
         except sqlite3.Error as exc:  # the old file is unreadable too: keep at least who we are
             log.error("journal: could not read this process's rows from the deleted journal: %s", exc)
-            at = now_iso()
-            me = {
-                "instance_id": self.owner,
-                "pid": os.getpid(),
-                "machine": socket.gethostname(),
-                "proc_start": proc.start_time(os.getpid()),
-                "started_at": at,
-                "heartbeat_at": at,
-            }
-            return {"instances": [me], "tasks": [], "pending": []}
+            return {"instances": [dict(this_instance(self.owner or ""))], "tasks": [], "pending": []}
 
 
 def _write(db: sqlite_utils.Database, kept: dict[str, list[dict[str, Any]]]) -> None:
     for table in OWN_TABLES:
         if kept[table]:
-            db[table].insert_all(kept[table], replace=True)
+            db.table(table).insert_all(kept[table], replace=True)

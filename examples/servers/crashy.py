@@ -25,13 +25,13 @@ if __name__ == "__main__" and os.environ.get("CRASHY_FAIL_AT_START") == "1":
     sys.stderr.flush()
     sys.exit(2)
 
-from typing import Any, NoReturn  # noqa: E402
+from typing import Any, NoReturn
 
-import anyio  # noqa: E402
-import mcp_types as types  # noqa: E402
-from _example import serve, text_result  # noqa: E402
-from mcp import MCPError  # noqa: E402
-from mcp.server import Server, ServerRequestContext  # noqa: E402
+import anyio
+import mcp_types as types
+from _example import serve, text_result
+from mcp import MCPError
+from mcp.server import Server, ServerRequestContext
 
 NAME = "crashy"
 GARBAGE_LINE = b"crashy: this line is not JSON-RPC\n"

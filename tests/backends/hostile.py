@@ -192,7 +192,10 @@ def handle(message: dict[str, Any], handshake: str) -> None:
 
 
 def spawn_escaping_child(pidfile: str) -> None:
-    code = "import os, signal, time; os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)"
+    code = (
+        "import os, signal, time; os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "time.sleep(3600)"
+    )
     child = subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
     )

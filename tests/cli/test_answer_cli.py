@@ -1,4 +1,4 @@
-"""`emceepee pending` and `emceepee answer` on a real journal file, as real processes (and a real terminal)."""
+"""`emceepee pending` and `emceepee answer` on a real journal file, in-process and as real processes."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from emceepee_cli.store.journal import Journal, now_iso
+from emceepee_cli.clock import now_iso
+from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import question_json
+from tests.cli.inproc import cli
 from tests.support import Terminal, run_cli
 
 INSTANCE = "01INSTANCE"
@@ -100,8 +102,8 @@ def test_pending_json_lists_open_questions_as_the_meta_tools_show_them(journal: 
     ask(journal, SAMPLE, SAMPLING_PARAMS, kind="sampling")
     ask(journal, "01DONE00000000000000000000", {"message": "old", "requested_schema": SCHEMA})
     journal.settle_pending("01DONE00000000000000000000", "declined", answer={"action": "decline"}, by="host")
-    listed = run_cli("pending", "--json")
-    table = run_cli("pending", env={**os.environ, "COLUMNS": "250"})  # wide enough that no cell wraps
+    listed = cli("pending", "--json")
+    table = run_cli("pending", env={**os.environ, "COLUMNS": "250"})  # a real process: no cell wraps
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == {
         "pending": [question_json(stored(journal, i)) for i in (FORM, SAMPLE, URL_Q)]
@@ -122,7 +124,7 @@ def test_pending_json_lists_open_questions_as_the_meta_tools_show_them(journal: 
 
 def test_answer_json_accepts_with_the_content_and_records_the_cli(journal: Journal) -> None:
     ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
-    done = run_cli("answer", FORM, "--json", '{"name": "Ada", "color": "g"}')
+    done = cli("answer", FORM, "--json", '{"name": "Ada", "color": "g"}')
     row = stored(journal, FORM)
     assert done.returncode == 0, done.stderr
     assert "Who files the bug?" in done.stdout and "tracker" in done.stdout
@@ -133,9 +135,9 @@ def test_answer_json_accepts_with_the_content_and_records_the_cli(journal: Journ
 
 def test_an_answer_that_breaks_the_schema_is_refused_naming_the_field(journal: Journal) -> None:
     ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
-    wrong_type = run_cli("answer", FORM, "--json", '{"name": 3}')
-    not_enum = run_cli("answer", FORM, "--json", '{"name": "Ada", "color": "purple"}')
-    not_json = run_cli("answer", FORM, "--json", "{name: Ada}")
+    wrong_type = cli("answer", FORM, "--json", '{"name": 3}')
+    not_enum = cli("answer", FORM, "--json", '{"name": "Ada", "color": "purple"}')
+    not_json = cli("answer", FORM, "--json", "{name: Ada}")
     assert (
         wrong_type.returncode == 2
         and "content.name" in wrong_type.stderr
@@ -150,8 +152,8 @@ def test_an_answer_that_breaks_the_schema_is_refused_naming_the_field(journal: J
 def test_decline_and_cancel_refuse_without_content(journal: Journal) -> None:
     ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
     ask(journal, URL_Q, URL_PARAMS)
-    declined = run_cli("answer", FORM, "--decline")
-    cancelled = run_cli("answer", URL_Q, "--cancel")
+    declined = cli("answer", FORM, "--decline")
+    cancelled = cli("answer", URL_Q, "--cancel")
     assert declined.returncode == 0 and cancelled.returncode == 0, (declined.stderr, cancelled.stderr)
     assert json.loads(stored(journal, FORM)["answer"]) == {"action": "decline"}
     assert stored(journal, FORM)["status"] == "declined"
@@ -162,8 +164,8 @@ def test_decline_and_cancel_refuse_without_content(journal: Journal) -> None:
 def test_a_sampling_request_is_answered_with_text(journal: Journal) -> None:
     ask(journal, SAMPLE, SAMPLING_PARAMS, kind="sampling")
     ask(journal, "01SAMPLE2", SAMPLING_PARAMS, kind="sampling")
-    done = run_cli("answer", SAMPLE, "--text", "Teal")
-    named = run_cli("answer", "01SAMPLE2", "--text", "Red", "--model", "me-1")
+    done = cli("answer", SAMPLE, "--text", "Teal")
+    named = cli("answer", "01SAMPLE2", "--text", "Red", "--model", "me-1")
     assert done.returncode == 0 and named.returncode == 0, (done.stderr, named.stderr)
     assert "user: Name a colour" in done.stdout and f"Answered {SAMPLE} (completed)" in done.stdout
     assert stored(journal, SAMPLE)["status"] == "completed"
@@ -177,8 +179,8 @@ def test_a_sampling_request_is_answered_with_text(journal: Journal) -> None:
 
 def test_the_second_answer_says_who_answered_first_and_changes_nothing(journal: Journal) -> None:
     ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
-    first = run_cli("answer", FORM, "--json", '{"name": "Ada"}')
-    second = run_cli("answer", FORM, "--decline")
+    first = cli("answer", FORM, "--json", '{"name": "Ada"}')
+    second = cli("answer", FORM, "--decline")
     assert first.returncode == 0, first.stderr
     assert second.returncode == 2 and "already accepted by cli" in second.stderr
     assert json.loads(stored(journal, FORM)["answer"]) == {"action": "accept", "content": {"name": "Ada"}}
@@ -187,10 +189,10 @@ def test_the_second_answer_says_who_answered_first_and_changes_nothing(journal: 
 def test_without_a_terminal_or_with_the_wrong_flags_it_names_the_right_ones(journal: Journal) -> None:
     ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
     ask(journal, SAMPLE, SAMPLING_PARAMS, kind="sampling")
-    form = run_cli("answer", FORM)
-    sampling = run_cli("answer", SAMPLE)
-    misfit = run_cli("answer", FORM, "--text", "hi")
-    both = run_cli("answer", FORM, "--json", "{}", "--decline")
+    form = cli("answer", FORM)
+    sampling = cli("answer", SAMPLE)
+    misfit = cli("answer", FORM, "--text", "hi")
+    both = cli("answer", FORM, "--json", "{}", "--decline")
     assert form.returncode == 2 and "no terminal" in form.stderr
     assert all(flag in form.stderr for flag in ("--json", "--decline", "--cancel"))
     assert sampling.returncode == 2 and "--text TEXT" in sampling.stderr
@@ -204,7 +206,7 @@ def test_a_question_whose_process_is_gone_is_not_answered(
 ) -> None:
     ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA}, instance="01GONE")
     before = stored(journal, FORM)
-    refused = run_cli("answer", FORM, "--json", '{"name": "Ada"}')
+    refused = cli("answer", FORM, "--json", '{"name": "Ada"}')
     assert refused.returncode == 2
     assert (
         "is gone" in refused.stderr
@@ -239,7 +241,7 @@ def test_a_resumable_call_of_a_gone_process_is_answered_for_the_next_start(
         instance="01GONE",
         task_id="01TASK",
     )
-    done = run_cli("answer", FORM, "--json", '{"name": "Ada"}')
+    done = cli("answer", FORM, "--json", '{"name": "Ada"}')
     assert done.returncode == 0, done.stderr
     assert "when emceepee next starts" in done.stdout
     assert stored(journal, FORM)["status"] == "accepted"
@@ -248,8 +250,8 @@ def test_a_resumable_call_of_a_gone_process_is_answered_for_the_next_start(
 def test_a_unique_prefix_picks_the_question_and_an_ambiguous_one_is_refused(journal: Journal) -> None:
     ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
     ask(journal, "01FORX00000000000000000000", {"message": "Another", "requested_schema": SCHEMA})
-    ambiguous = run_cli("answer", "01FOR", "--decline")
-    done = run_cli("answer", "01form", "--decline")
+    ambiguous = cli("answer", "01FOR", "--decline")
+    done = cli("answer", "01form", "--decline")
     assert ambiguous.returncode == 2 and "matches 2 questions" in ambiguous.stderr
     assert done.returncode == 0, done.stderr
     assert stored(journal, FORM)["status"] == "declined"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from emceepee_cli.cli.main import COMMANDS, main, wants_json
+from emceepee_cli.clock import now_iso
 from emceepee_cli.config import load_config
 from emceepee_cli.errors import NotFound
-from emceepee_cli.store.db import now_iso
 from emceepee_cli.store.journal import Journal
 from tests.cli.clirun import cli
 from tests.support import Terminal, run_cli, write_config
@@ -115,8 +115,6 @@ def test_completing_a_command_name_imports_no_command_and_not_pydantic() -> None
 
 @pytest.mark.parametrize("module", sorted({entry.target.split(":")[0] for entry in COMMANDS.values()}))
 def test_a_command_module_imports_nothing_heavy_until_it_runs(module: str) -> None:
-    if module in ("emceepee_cli.cli.tasks", "emceepee_cli.cli.pending"):
-        pytest.skip("moved to lazy imports by the core refactor (issue 8)")
     probe = (
         f"import sys, {module}\n"
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} "

@@ -10,8 +10,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from emceepee_cli.core.calls import CALL_TRANSITIONS, BadTransition, Call, CallState
+from emceepee_cli.core.calls import CALL_TRANSITIONS, Call, CallState
 from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import BadTransition
 from tests.support import emceepee, example_table, payload, write_config
 
 GATE_S = 10.0

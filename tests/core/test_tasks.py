@@ -1,249 +1,223 @@
-"""Slow calls become tasks; tasks end, are cancelled, expire; events reach the host once."""
+"""Tasks alone: calls on real example backends, built from a real journal, events, questions and a
+task group, with no server: answered in time, promoted, ended, cancelled, expired, kept in memory
+when the journal fails, and 2026-07-28 rounds."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
-from mcp import Client
 
-from tests.support import emceepee, envelope, example_table, payload, texts, until_event, write_config
+from emceepee_cli.config import Defaults
+from emceepee_cli.core import sagas
+from emceepee_cli.core.backend import Backend
+from emceepee_cli.core.calls import TaskEnded
+from emceepee_cli.core.tasks import Tasks
+from emceepee_cli.errors import UsageError
+from tests.core.parts import INSTANCE, Parts, example, parts, started
 
 pytestmark = pytest.mark.anyio
 
-
-@pytest.fixture
-def record(tmp_path: Path) -> Path:
-    return tmp_path / "backend.log"
+WAIT_S = 30
 
 
-def make_config(tmp_path: Path, record: Path, defaults: str = "") -> Path:
-    return write_config(
-        tmp_path / "config.toml",
-        defaults,
-        example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)}),
-        example_table("crashy", "crashy.py"),
-    )
+@asynccontextmanager
+async def tasks(
+    tmp_path: Path, defaults: Defaults | None = None
+) -> AsyncIterator[tuple[Tasks, Parts, dict[str, Backend], Path]]:
+    """Tasks over the echo and modern example backends; the file echo records what it saw."""
+    record = tmp_path / "backend.log"
+    defaults = defaults or Defaults()
+    async with parts(tmp_path, defaults) as p:
+        backends = await started(
+            p, example("echo", "echo.py", record), example("modern", "modern.py", protocol="modern")
+        )
+        built = Tasks(
+            p.aio,
+            p.events,
+            p.questions,
+            p.runtime,
+            defaults,
+            INSTANCE,
+            backends=backends.get,
+            install_key=sagas.install_key(tmp_path),
+        )
+        p.questions.on_waiting(built.question_arrived)
+        try:
+            yield built, p, backends, record
+        finally:
+            built.stop_all()
+            for backend in backends.values():
+                backend.stop()
 
 
-@pytest.fixture
-def config(tmp_path: Path, record: Path) -> Path:
-    return make_config(tmp_path, record)
+def slow(seconds: float) -> dict[str, Any]:
+    return {"seconds": seconds, "steps": 1}
 
 
-async def slow(client: Client, seconds: float, timeout_ms: int, server: str = "echo") -> dict[str, Any]:
-    result = await client.call_tool(
-        "execute_tool",
-        {
-            "server": server,
-            "tool": "slow",
-            "args": {"seconds": seconds, "steps": 1},
-            "timeout_ms": timeout_ms,
-        },
-    )
-    return payload(result)
+def text(result: Any) -> str:
+    assert isinstance(result, types.CallToolResult), result
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
 
 
-async def test_a_slow_call_becomes_a_task_and_its_result_comes_later(config: Path) -> None:
-    async with emceepee(config) as client:
-        with anyio.fail_after(30):
-            promoted = await client.call_tool(
-                "execute_tool",
-                {"server": "echo", "tool": "slow", "args": {"seconds": 3, "steps": 3}, "timeout_ms": 200},
-            )
-            task = payload(promoted)["proxy_task"]
-            result = await client.call_tool("get_task_result", {"task_id": task["task_id"]})
-            finished = payload(await client.call_tool("get_task", {"task_id": task["task_id"][:10]}))["task"]
-    assert task["status"] == "working" and task["server"] == "echo" and task["tool"] == "slow"
-    assert "get_task_result" in texts(promoted)[0]
-    assert payload(promoted)["pending_on_server"]["tasks"][0]["task_id"] == task["task_id"]
-    assert texts(result) == ["slept 3 s"] and not result.is_error
-    assert finished["status"] == "completed"
+def types_of(p: Parts) -> list[str]:
+    return [e["type"] for e in p.events.take()]
 
 
-async def test_a_fast_call_never_creates_a_task(config: Path) -> None:
-    async with emceepee(config) as client:
-        with anyio.fail_after(20):
-            await client.call_tool(
-                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "quick"}}
-            )
-            quick = await client.call_tool(
-                "execute_tool",
-                {
-                    "server": "echo",
-                    "tool": "slow",
-                    "args": {"seconds": 0.05, "steps": 1},
-                    "timeout_ms": 10_000,
-                },
-            )
-            tasks = payload(await client.call_tool("list_tasks", {"include_completed": True}))
-    assert texts(quick) == ["slept 0.05 s"]
-    assert tasks == {"tasks": []}
+async def test_a_call_done_in_time_is_answered_and_no_task_exists(tmp_path: Path) -> None:
+    async with tasks(tmp_path) as (t, p, backends, _):
+        with anyio.fail_after(WAIT_S):
+            result = await t.execute(backends["echo"], "echo", {"text": "hi"}, None, None)
+    assert text(result) == "hi"
+    assert p.journal.tasks(include_finished=True) == [] and t.calls == {}
 
 
-async def test_cancel_task_cancels_the_backend_call(config: Path, record: Path) -> None:
-    async with emceepee(config) as client:
-        with anyio.fail_after(20):
-            task = (await slow(client, 30, 100))["proxy_task"]
-            cancelled = payload(await client.call_tool("cancel_task", {"task_id": task["task_id"]}))
-            # a later round trip to the same backend: it has handled the cancellation by then
-            await client.call_tool(
-                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "after"}}
-            )
-            result = await client.call_tool("get_task_result", {"task_id": task["task_id"]})
-            again = await client.call_tool("cancel_task", {"task_id": task["task_id"]})
-    assert cancelled["task"]["status"] == "cancelled"
-    assert record.read_text().splitlines() == ["started slow", "cancelled slow"]
-    assert result.is_error and "cancelled" in texts(result)[0]
-    assert again.is_error and "already cancelled" in texts(again)[0]
-
-
-async def test_await_activity_wakes_when_a_task_completes_and_delivers_each_event_once(config: Path) -> None:
-    async with emceepee(config) as client:
-        with anyio.fail_after(20):
-            await client.call_tool("list_tools", {})  # backends ready
-            await client.call_tool("list_servers", {})  # start-up events delivered here
-            task = (await slow(client, 0.5, 50))["proxy_task"]
-            activity = await until_event(client, "completed", task["task_id"])
-            quiet = payload(await client.call_tool("await_activity", {"timeout_ms": 100}))
-    assert {"type": "event", "event_type": "task_status", "server": "echo"} in activity["triggers"]
-    assert quiet["triggers"] == [{"type": "timeout"}] and quiet["events"] == []
-    assert quiet["pending_server"] == [] and quiet["pending_client"] == {
-        "elicitations": [],
-        "sampling_requests": [],
-    }
-
-
-async def test_events_ride_on_any_response_exactly_once(config: Path) -> None:
-    async with emceepee(config) as client:
-        with anyio.fail_after(20):
-            listing = await client.call_tool("list_tools", {})  # waits for both backends to connect
-            quiet = await client.call_tool(
-                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "a"}}
-            )
-            changed = await client.call_tool(
-                "execute_tool", {"server": "echo", "tool": "add_tool", "args": {"name": "z"}}
-            )
-            after = await client.call_tool("list_servers", {})
-    connected = listing.structured_content["events_since_last_response"]
-    assert {(e["type"], e["server"]) for e in connected} == {
-        ("server_connected", "echo"),
-        ("server_connected", "crashy"),
-    }
-    assert envelope(listing)["events_since_last_response"] == connected  # same JSON in the text block
-    assert envelope(quiet) == {} and texts(quiet) == ["a"]
-    [event] = envelope(changed)["events_since_last_response"]
-    assert event["type"] == "notification" and event["data"]["method"] == "notifications/tools/list_changed"
-    assert changed.structured_content is None  # a backend's result: the envelope is added as text only
-    assert "events_since_last_response" not in after.structured_content
-
-
-async def test_a_backend_dying_fails_its_task_with_the_reason(config: Path) -> None:
-    async with emceepee(config) as client:
-        with anyio.fail_after(20):
-            promoted = payload(
-                await client.call_tool(
-                    "execute_tool",
-                    {"server": "crashy", "tool": "crash", "args": {"after_ms": 500}, "timeout_ms": 50},
-                )
-            )
-            result = await client.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]})
-            listed = payload(await client.call_tool("list_tasks", {"status": "failed"}))["tasks"]
-    assert result.is_error
+async def test_a_slow_call_becomes_a_task_whose_end_is_journaled_and_announced(tmp_path: Path) -> None:
+    async with tasks(tmp_path) as (t, p, backends, _):
+        with anyio.fail_after(WAIT_S):
+            promoted = await t.execute(backends["echo"], "slow", slow(0.3), 10, None)
+            assert isinstance(promoted, dict)
+            task_id = promoted["proxy_task"]["task_id"]
+            working = p.journal.task(task_id)
+            listed = await t.list_tasks("echo", None, False)
+            busy = t.working()
+            result = await t.result(task_id[:10], 20_000, None)
+        done = p.journal.task(task_id)
+        announced = types_of(p)
+    assert promoted["proxy_task"]["status"] == "working" and promoted["pending_on_server"]["server"] == "echo"
     assert (
-        "failed" in texts(result)[0]
-        and "exit code 3" in texts(result)[0]
-        and "about to crash" in texts(result)[0]
+        working is not None
+        and working["status"] == "working"
+        and json.loads(working["args"] or "") == slow(0.3)
     )
-    assert [t["task_id"] for t in listed] == [promoted["proxy_task"]["task_id"]]
-    assert "exit code 3" in listed[0]["error"]
-
-
-async def test_a_task_past_its_ttl_expires_and_its_call_is_cancelled(tmp_path: Path, record: Path) -> None:
-    config = make_config(tmp_path, record, "[defaults]\ntask_ttl_ms = 400\n")
-    async with emceepee(config) as client:
-        with anyio.fail_after(20):
-            task = (await slow(client, 30, 50))["proxy_task"]
-            await until_event(client, "expired", task["task_id"])
-            await client.call_tool(
-                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "after"}}
-            )
-            result = await client.call_tool("get_task_result", {"task_id": task["task_id"]})
-    assert result.is_error and "expired" in texts(result)[0]
-    assert "cancelled slow" in record.read_text()
-
-
-async def test_get_task_result_of_a_working_task_waits_only_as_long_as_asked(config: Path) -> None:
-    async with emceepee(config) as client:
-        with anyio.fail_after(20):
-            task = (await slow(client, 30, 50))["proxy_task"]
-            still = await client.call_tool("get_task_result", {"task_id": task["task_id"], "timeout_ms": 100})
-            await client.call_tool("cancel_task", {"task_id": task["task_id"]})
-    assert not still.is_error and payload(still)["task"]["status"] == "working"
-    assert "still working" in texts(still)[0]
-
-
-async def test_unknown_and_ambiguous_task_ids_are_clear_errors(config: Path) -> None:
-    async with emceepee(config) as client:
-        with anyio.fail_after(20):
-            first = (await slow(client, 30, 50))["proxy_task"]["task_id"]
-            second = (await slow(client, 30, 50))["proxy_task"]["task_id"]
-            unknown = await client.call_tool("get_task", {"task_id": "ZZZZ"})
-            common = next(i for i in range(26) if first[i] != second[i])
-            ambiguous = await client.call_tool("get_task", {"task_id": first[:common]})
-            for task_id in (first, second):
-                await client.call_tool("cancel_task", {"task_id": task_id})
-    assert unknown.is_error and "No task has an id starting with 'ZZZZ'" in texts(unknown)[0]
-    assert ambiguous.is_error and "matches 2 tasks" in texts(ambiguous)[0]
-
-
-async def test_progress_reaches_the_host_while_it_waits_on_a_task(config: Path) -> None:
-    seen: list[float] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append(progress)
-
-    async with emceepee(config) as client:
-        with anyio.fail_after(20):
-            task = (await slow(client, 0.1, 1))["proxy_task"]
-            await client.call_tool(
-                "get_task_result", {"task_id": task["task_id"]}, progress_callback=on_progress
-            )
-            promoted = payload(
-                await client.call_tool(
-                    "execute_tool",
-                    {
-                        "server": "echo",
-                        "tool": "slow",
-                        "args": {"seconds": 0.4, "steps": 4},
-                        "timeout_ms": 150,
-                    },
-                )
-            )
-            await client.call_tool(
-                "get_task_result",
-                {"task_id": promoted["proxy_task"]["task_id"]},
-                progress_callback=on_progress,
-            )
-    assert seen and seen == sorted(seen) and len(seen) >= 2
-
-
-async def test_every_blocking_wait_is_clamped_below_the_hosts_cutoff(tmp_path: Path, record: Path) -> None:
-    config = make_config(tmp_path, record, "[defaults]\nmax_wait_ms = 300\n")
-    async with emceepee(config) as client:
-        with anyio.fail_after(10):  # each wait below asks for a minute; the clamp answers in 0.3 s
-            task = (await slow(client, 30, 60_000))["proxy_task"]
-            still = payload(
-                await client.call_tool("get_task_result", {"task_id": task["task_id"], "timeout_ms": 60_000})
-            )
-            activity = payload(await client.call_tool("await_activity", {"timeout_ms": 60_000}))
-            await client.call_tool("cancel_task", {"task_id": task["task_id"]})
-    assert still["task"]["status"] == "working"
-    assert activity["pending_server"] == [
-        {
-            "server": "echo",
-            "working_tasks": [{"task_id": task["task_id"], "tool": "slow", "status": "working"}],
-        }
+    assert [x["task_id"] for x in listed["tasks"]] == [task_id]
+    assert busy == [
+        {"server": "echo", "working_tasks": [{"task_id": task_id, "tool": "slow", "status": "working"}]}
     ]
+    assert text(result) == "slept 0.3 s"
+    assert done is not None and done["status"] == "completed" and done["finished_at"]
+    assert announced == ["task_created", "task_status"]
+
+
+async def test_cancel_stops_the_backend_call_and_its_result_says_so(tmp_path: Path) -> None:
+    async with tasks(tmp_path) as (t, _, backends, record):
+        with anyio.fail_after(WAIT_S):
+            promoted = await t.execute(backends["echo"], "slow", slow(30), 10, None)
+            assert isinstance(promoted, dict)
+            task_id = promoted["proxy_task"]["task_id"]
+            cancelled = await t.cancel(task_id)
+            await t.execute(backends["echo"], "echo", {"text": "after"}, None, None)  # it heard the cancel
+            with pytest.raises(TaskEnded) as ended:
+                await t.result(task_id, None, None)
+            with pytest.raises(UsageError) as again:
+                await t.cancel(task_id)
+    assert cancelled["task"]["status"] == "cancelled"
+    assert "cancelled" in ended.value.message and "already cancelled" in again.value.message
+    assert record.read_text().splitlines() == ["started slow", "cancelled slow"]
+
+
+async def test_a_cancel_another_process_asked_for_is_carried_out(tmp_path: Path) -> None:
+    async with tasks(tmp_path) as (t, p, backends, _):
+        with anyio.fail_after(WAIT_S):
+            promoted = await t.execute(backends["echo"], "slow", slow(30), 10, None)
+            assert isinstance(promoted, dict)
+            task_id = promoted["proxy_task"]["task_id"]
+            assert p.journal.request_cancel(task_id)  # as `emceepee tasks cancel` does
+            await t.cancel_requested()  # as the watcher does when the journal changed
+    assert p.journal.task(task_id)["status"] == "cancelled"  # type: ignore[index]  # it exists
+
+
+async def test_a_task_past_its_ttl_expires(tmp_path: Path) -> None:
+    async with tasks(tmp_path, Defaults(task_ttl_ms=200)) as (t, p, backends, _):
+        with anyio.fail_after(WAIT_S):
+            promoted = await t.execute(backends["echo"], "slow", slow(30), 10, None)
+            assert isinstance(promoted, dict)
+            await anyio.sleep(0.3)  # its TTL passes
+            await t.expire_due()  # as the watcher does
+    assert p.journal.task(promoted["proxy_task"]["task_id"])["status"] == "expired"  # type: ignore[index]  # it exists
+
+
+async def test_a_task_the_journal_cannot_take_is_kept_in_memory_and_its_result_served(tmp_path: Path) -> None:
+    async with tasks(tmp_path) as (t, p, backends, _):
+        with sqlite3.connect(tmp_path / "journal.db") as db:  # a real write failure, from SQLite itself
+            db.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON tasks BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+            )
+        with anyio.fail_after(WAIT_S):
+            promoted = await t.execute(backends["echo"], "slow", slow(0.2), 10, None)
+            assert isinstance(promoted, dict)
+            task_id = promoted["proxy_task"]["task_id"]
+            shown = await t.get_json(task_id)
+            result = await t.result(task_id, 20_000, None)
+            later = await t.get_json(task_id[:12])
+    assert (
+        "disk full" in promoted["journal_error"]["message"]
+        and "restart would lose it" in promoted["journal_error"]["hint"]
+    )
+    assert shown["status"] == "working" and text(result) == "slept 0.2 s" and later["status"] == "completed"
+    assert p.journal.task(task_id) is None and task_id in t.recorder.unjournaled
+
+
+async def test_a_modern_call_asks_in_rounds_journals_them_and_resumes_through_its_saga(
+    tmp_path: Path,
+) -> None:
+    async with tasks(tmp_path) as (t, p, backends, _):
+        with anyio.fail_after(WAIT_S):
+            first = await t.execute(backends["modern"], "book", {"city": "Oslo"}, None, None)
+            assert isinstance(first, dict)
+            task_id = first["proxy_task"]["task_id"]
+            row = p.journal.task(task_id)
+            [date] = first["saga"]["steps"]
+            second = await t.resume(
+                first["saga"]["saga_token"],
+                [{"step_id": date["step_id"], "result": {"date": "2026-12-24"}}],
+                None,
+            )
+            assert isinstance(second, dict)
+            [hotel] = second["saga"]["steps"]
+            done = await t.resume(
+                second["saga"]["saga_token"], [{"step_id": hotel["step_id"], "result": "Bristol"}], None
+            )
+    assert date["type"] == "elicitation" and date["params"]["correlation"] == "exact"
+    assert row is not None and row["round"] == 1 and row["request_state"]
+    assert hotel["type"] == "sampling"
+    assert text(done) == "booked Bristol in Oslo on 2026-12-24"
+
+
+async def test_a_saga_step_refused_with_an_error_fails_the_call(tmp_path: Path) -> None:
+    async with tasks(tmp_path) as (t, _, backends, _):
+        with anyio.fail_after(WAIT_S):
+            first = await t.execute(backends["modern"], "book", {"city": "Rome"}, None, None)
+            assert isinstance(first, dict)
+            [date] = first["saga"]["steps"]
+            with pytest.raises(UsageError) as foreign:
+                await t.resume(first["saga"]["saga_token"], [{"step_id": "01OTHER"}], None)
+            with pytest.raises(TaskEnded) as ended:
+                await t.resume(
+                    first["saga"]["saga_token"], [{"step_id": date["step_id"], "error": "no dates"}], None
+                )
+    assert "not one of this saga's steps" in foreign.value.message
+    assert "was rejected: no dates" in ended.value.message
+
+
+async def test_an_adopted_call_whose_server_is_gone_fails_with_the_reason(tmp_path: Path) -> None:
+    async with tasks(tmp_path) as (t, _, backends, _):
+        with anyio.fail_after(WAIT_S):
+            first = await t.execute(backends["modern"], "book", {"city": "Oslo"}, None, None)
+            assert isinstance(first, dict)
+            task_id = first["proxy_task"]["task_id"]
+            t.backends = {}.get  # as if this process's config had no such server
+            t.calls.clear()
+            await t.adopt([task_id, "01NOSUCHTASK"])
+            with pytest.raises(TaskEnded) as ended:
+                await t.result(task_id, 20_000, None)
+    assert "no longer configured" in ended.value.message

@@ -60,7 +60,8 @@ async def test_a_question_the_journal_cannot_record_is_refused_not_listed_foreve
             journal = Path(tmp_path / "emceepee-home" / "data" / "journal.db")
             with sqlite3.connect(journal) as db:  # a real write failure, from SQLite itself
                 db.execute(
-                    "CREATE TRIGGER refuse BEFORE INSERT ON pending BEGIN SELECT RAISE(ABORT, 'injected'); END"
+                    "CREATE TRIGGER refuse BEFORE INSERT ON pending"
+                    " BEGIN SELECT RAISE(ABORT, 'injected'); END"
                 )
             asked = await client.call_tool(
                 "execute_tool",

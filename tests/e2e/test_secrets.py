@@ -1,4 +1,4 @@
-"""An expanded `${VAR}` never leaves `emceepee serve`: not in a reply, a log line, a log file or the journal."""
+"""An expanded `${VAR}` never leaves `emceepee serve`: not in a reply, a log line, a log file, the journal."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def secret_config(tmp_path: Path) -> Path:
         # cwd: a missing working directory is quoted in the error.
         hostile_table("in_cwd", cwd=str(tmp_path / FORM / "nowhere")),
         # url and headers: nothing listens there.
-        f"[servers.in_url]\nurl = {json.dumps(url)}\nheaders = {{ Authorization = {json.dumps('Bearer ' + FORM)} }}\n",
+        f"[servers.in_url]\nurl = {json.dumps(url)}\n"
+        f"headers = {{ Authorization = {json.dumps('Bearer ' + FORM)} }}\n",
         # env: the backend prints its environment variable to stderr, and keeps running.
         hostile_table("in_env", "--say-env", "TOKEN", env={"TOKEN": FORM}),
         # args: the backend echoes an argument to stderr and dies at start (its stderr tail is reported).

@@ -1,4 +1,4 @@
-"""The resumable example backend, driven directly with the SDK's client: pages, polls and tokens as documented."""
+"""The resumable example backend, driven directly with the SDK's client: its pages, polls and tokens."""
 
 from __future__ import annotations
 

@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
+from emceepee_cli.clock import now_iso
 from emceepee_cli.errors import JournalError
-from emceepee_cli.store.journal import Journal, now_iso
+from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.migrations import migrations
-from emceepee_cli.store.records import TaskStatus
+from emceepee_cli.store.records import Event, TaskStatus
 
 
 def task_row(task_id: str, instance_id: str) -> dict[str, object]:
@@ -47,7 +48,8 @@ def test_a_journal_from_a_newer_emceepee_is_refused_and_left_alone(tmp_path: Pat
     Journal(path).close()
     with sqlite3.connect(path) as conn:
         conn.execute(
-            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES ('emceepee', 'm999_future', 'x')"
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at)"
+            " VALUES ('emceepee', 'm999_future', 'x')"
         )
     before = path.read_bytes()
     with pytest.raises(JournalError, match="written by a newer emceepee") as caught:
@@ -61,7 +63,8 @@ def test_the_cli_refuses_a_newer_journal_with_a_clear_error(tmp_path: Path) -> N
     Journal(path).close()
     with sqlite3.connect(path) as conn:
         conn.execute(
-            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES ('emceepee', 'm999_future', 'x')"
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at)"
+            " VALUES ('emceepee', 'm999_future', 'x')"
         )
     done = subprocess.run(
         [sys.executable, "-m", "emceepee_cli", "tasks", "list", "--db", str(path)],
@@ -136,7 +139,7 @@ def test_finished_tasks_past_the_retention_are_purged_and_working_ones_kept(tmp_
     journal.finish_task("NEW", TaskStatus.COMPLETED, result={"content": []})
     journal.db.execute("UPDATE tasks SET finished_at = ? WHERE task_id = 'OLD'", [now_iso(-7200)])
     assert journal.purge_finished(retention_s=3600) == 1
-    assert sorted(journal.task_ids()) == ["NEW", "RUNNING"]
+    assert [t["task_id"] for t in journal.tasks(include_finished=True)] == ["NEW", "RUNNING"]
 
 
 def _open_at_the_barrier(path: str, barrier: Any, errors: Any) -> None:
@@ -296,3 +299,59 @@ def _exited_pid() -> int:
     done = subprocess.Popen([sys.executable, "-c", "pass"])
     assert done.wait(timeout=30) == 0
     return done.pid
+
+
+def event(n: int) -> Event:
+    return Event(event_id=f"E{n:03d}", type="task_status", server="s", created_at=now_iso(), data={"n": n})
+
+
+def test_the_events_a_dead_instance_never_delivered_are_claimed_once_and_a_live_ones_never(
+    tmp_path: Path,
+) -> None:
+    journal = Journal(tmp_path / "j.db")
+    journal.register_instance("LIVE")  # this test's own pid: alive
+    journal.register_instance("DEAD")
+    journal.db.execute("UPDATE instances SET pid = ? WHERE instance_id = 'DEAD'", [_exited_pid()])
+    for n in range(5):
+        journal.add_event({**event(n), "instance_id": "DEAD"})
+        journal.add_event({**event(100 + n), "instance_id": "LIVE"})
+    journal.set_cursor("DEAD", "E001")  # its host had these two
+    first = journal.claim_events("ME", limit=2)
+    rest = journal.claim_events("OTHER", limit=100)
+    assert [(e["event_id"], e.get("replayed")) for e in first] == [("E002", True), ("E003", True)]
+    assert [e["event_id"] for e in rest] == ["E004"] and rest[0]["data"] == {"n": 4}
+    assert journal.claim_events("LATE", limit=100) == []
+
+
+def _claim_at_the_barrier(path: str, barrier: Any, claims: Any) -> None:
+    journal = Journal(Path(path))
+    me = f"I{os.getpid()}"
+    journal.register_instance(me)
+    barrier.wait()
+    try:
+        claims.put([e["event_id"] for e in journal.claim_events(me, limit=1000)])
+    except Exception as exc:  # noqa: BLE001 - reported to the test, which names it
+        claims.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_serves_starting_together_each_deliver_a_dead_instances_events_once_in_all(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    setup = Journal(path)
+    for dead in ("D1", "D2", "D3"):
+        setup.register_instance(dead)
+        setup.db.execute("UPDATE instances SET pid = ? WHERE instance_id = ?", [_exited_pid(), dead])
+        for n in range(20):
+            setup.add_event({**event(n), "event_id": f"{dead}-{n:02d}", "instance_id": dead})
+    context = multiprocessing.get_context("spawn")
+    barrier, claims = context.Barrier(4), context.Queue()
+    serves = [
+        context.Process(target=_claim_at_the_barrier, args=(str(path), barrier, claims)) for _ in range(4)
+    ]
+    for serve in serves:
+        serve.start()
+    results = [claims.get(timeout=60) for _ in serves]
+    for serve in serves:
+        serve.join(timeout=60)
+    assert all(isinstance(ids, list) for ids in results), results
+    claimed = [event_id for ids in results for event_id in ids]
+    assert sorted(claimed) == sorted(f"{d}-{n:02d}" for d in ("D1", "D2", "D3") for n in range(20))

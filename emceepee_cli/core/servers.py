@@ -1,185 +1,95 @@
-"""The hub: the set of running backends and what every meta-tool does with them.
+"""The backends `serve` runs, and the meta-tools that reach them.
 
-The upstream server's handlers are thin: they validate their own arguments and call one hub
-method, which returns a JSON-able payload (our own tools) or the backend's result untouched
-(`execute_tool`). Every failure is an `EmceepeeError` that says what to do next.
+`Servers` keeps the registry (one supervised `Backend` per configured server, plus those added
+at run time) and implements what a backend reports to (`BackendSink`): notifications and logs
+(kept for get_notifications / get_logs, notifications also as events), its status changes (events
+for the host), the processes it spawns (journaled, so a later emceepee can stop what a dead one
+left), and its questions, which it asks the tasks about to label (exact only when certain).
+
+Every failure is an `EmceepeeError` that says what to do next.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.abc
 import mcp_types as types
-from mcp.server.session import ServerSession
+from pydantic import BaseModel
 
 from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec
-from emceepee_cli.core import leftovers, patterns, sagas, schema, transport
+from emceepee_cli.core import patterns, schema, transport
+from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.core.backend import Backend, Status
-from emceepee_cli.core.calls import CallState, Relay
+from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.events import Events
-from emceepee_cli.core.heard import (
-    LOG_LEVELS,  # noqa: F401 - meta_tools reads the levels here
-    Heard,
-    kept_params,
-)
-from emceepee_cli.core.pending import ELICITATION, SAMPLING, Questions, backend_reply
-from emceepee_cli.core.tasks import Tasks
+from emceepee_cli.core.heard import Heard, kept_params
+from emceepee_cli.core.questions import Questions
+from emceepee_cli.core.runtime import Runtime
+from emceepee_cli.core.tasks import Outcome, Tasks
 from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
 from emceepee_cli.redact import redact, redact_data
-from emceepee_cli.store.instances import heartbeat_s
-from emceepee_cli.store.journal import AsyncJournal
-from emceepee_cli.store.records import TaskStatus
+from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import PendingRow
 
 log = logging.getLogger(__name__)
 
 READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this long for it
 STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
-WATCH_INTERVAL_S = 0.1  # how soon a cancel or an answer written by the CLI is noticed
-PURGE_EVERY_S = 3600.0
-JOURNAL_ERROR_EVERY_S = 30.0
 
 
-def dump(model: Any) -> dict[str, Any]:
+def dump(model: BaseModel) -> dict[str, Any]:
     """An SDK model as our snake_case JSON (without the SDK's own `result_type` marker)."""
     out: dict[str, Any] = model.model_dump(mode="json", exclude_none=True)
     out.pop("result_type", None)
     return out
 
 
-class Hub:
+class Servers:
     def __init__(
         self,
         config: Config,
-        task_group: anyio.abc.TaskGroup,
         journal: AsyncJournal,
+        events: Events,
+        heard: Heard,
+        questions: Questions,
+        tasks: Tasks,
+        runtime: Runtime,
         instance_id: str,
+        *,
+        backends: dict[str, Backend],
         log_dir: Path | None = None,
     ) -> None:
         self.config = config
-        self.task_group = task_group
         self.journal = journal
+        self.events = events
+        self.heard = heard
+        self.questions = questions
+        self.tasks = tasks
+        self.runtime = runtime
         self.instance_id = instance_id
+        self.backends = backends
         self.log_dir = log_dir
-        self.backends: dict[str, Backend] = {}
-        self.heard = Heard()  # notifications and logs, for get_notifications and get_logs
-        self.events = Events(instance_id, self._persist)
-        self.tasks = Tasks(self)
-        self.questions = Questions(self)
-        self.install_key = sagas.install_key()
-        self.upstream: ServerSession | None = None  # the host's session, for forwarding questions
-        self._watcher = anyio.CancelScope()
-        self.host_noted = False
-        self._journal_errors: dict[str, float] = {}  # message -> when last logged
 
     def __repr__(self) -> str:
-        return f"<Hub {self.instance_id} backends={list(self.backends)} {self.tasks!r} {self.events!r}>"
-
-    # ---- lifecycle -------------------------------------------------------------------------
+        return f"<Servers {list(self.backends)}>"
 
     def start_all(self) -> None:
-        """Start every configured backend concurrently, and the watcher; never waits for any."""
+        """Start every configured backend concurrently; never waits for any."""
         for spec in self.config.servers.values():
             self._start(spec)
-        self.spawn(self._watch, name="journal watcher")
-        self.spawn(leftovers.reap_async, self.journal, name="leftover reaper")
-
-    def _persist(self, method: str, arg: Any) -> None:
-        """A journal write nobody waits for (events, cursors); still in order, on the one thread."""
-        args = arg if isinstance(arg, tuple) else (arg,)
-        self.spawn(self.guarded, lambda: getattr(self.journal, method)(*args), name=f"journal {method}")
-
-    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None:
-        """Run `fn(*args)` in the background. The one guard for background work: whatever it
-        raises is logged with its traceback and never takes `serve` (or any other call) down."""
-        self.task_group.start_soon(_guard, fn, args, name, name=name)
-
-    async def guarded(self, work: Callable[[], Awaitable[Any]]) -> None:
-        """Background journal work: a failure (a journal locked too long) is logged, never fatal."""
-        try:
-            await work()
-        except EmceepeeError as exc:
-            self.journal_failed(exc)
-
-    def journal_failed(self, exc: EmceepeeError) -> None:
-        """Log a journal failure; the same one again only every JOURNAL_ERROR_EVERY_S (a full disk
-        fails every write, ten times a second from the watcher alone)."""
-        now = time.monotonic()
-        last = self._journal_errors.get(exc.message)
-        if last is not None and now - last < JOURNAL_ERROR_EVERY_S:
-            return
-        if len(self._journal_errors) > 100:
-            self._journal_errors.clear()
-        self._journal_errors[exc.message] = now
-        log.error("journal: %s", exc)
-
-    async def _watch(self) -> None:
-        """Keep the journal file, heartbeat, notice changes made by others (CLI cancels and answers,
-        a sweep that took this process for dead), expire, purge."""
-        with self._watcher:
-            state: dict[str, Any] = {
-                "version": None,
-                "beat": anyio.current_time(),
-                "purge": anyio.current_time(),
-            }
-            while True:
-                await self.guarded(lambda: self._tick(state))
-                await anyio.sleep(WATCH_INTERVAL_S)
-
-    async def _tick(self, state: dict[str, Any]) -> None:
-        now = anyio.current_time()
-        recreated = await self.journal.recover()
-        if recreated:
-            log.error("journal: %s", recreated)
-        current = await self.journal.data_version()
-        if current != state["version"]:  # another process wrote: a CLI cancel or answer, perhaps
-            state["version"] = current
-            await self._reclaim()
-            await self.tasks.cancel_requested()
-            await self.questions.sync()
-        await self.tasks.expire_due()
-        await self.questions.expire_due()
-        if now - state["beat"] >= heartbeat_s():
-            state["beat"] = now
-            await self.journal.heartbeat(self.instance_id)
-        if now - state["purge"] >= PURGE_EVERY_S:
-            state["purge"] = now
-            await self.journal.purge_finished(self.config.defaults.retention_s)
-
-    async def _reclaim(self) -> None:
-        """Take back this process's calls and questions that another process settled, believing it
-        had stopped (an older emceepee, or a CLI on another machine, going by a stale heartbeat)."""
-        calls = [c.call_id for c in self.tasks.calls.values() if c.state == CallState.PROMOTED]
-        asked = [q.request_id for q in self.questions.live.values() if not q.answered.is_set()]
-        if not calls and not asked:
-            return
-        restored = await self.journal.reclaim(self.instance_id, calls, asked)
-        if restored:
-            log.warning(
-                "journal: another process marked %d call(s)/question(s) of this running emceepee (pid %d) "
-                "as interrupted, taking it for stopped; they are working again: %s",
-                len(restored),
-                os.getpid(),
-                ", ".join(restored),
-            )
 
     def _start(self, spec: ServerSpec) -> Backend:
         backend = Backend(spec, self, self.log_dir)
         self.backends[spec.name] = backend
-        self.spawn(backend.run, name=f"backend {spec.name}")
+        self.runtime.spawn(backend.run, name=f"backend {spec.name}")
         return backend
 
     def stop_all(self) -> None:
-        self._watcher.cancel()
-        for call in self.tasks.calls.values():
-            call.stop_as = TaskStatus.INTERRUPTED
         for backend in self.backends.values():
             backend.stop()
 
@@ -193,20 +103,34 @@ class Hub:
         self.events.emit("notification", server, {"method": method, "params": params}, coalesce=key)
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
-        self.heard.log(server, level, redact(message), source)
+        self.heard.log(server, level, message, source)
 
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
         """Journal the process, so a later emceepee can stop it should this one die without doing so."""
         if process.start_time is not None:
-            args = (self.instance_id, backend.name, process.pid, process.start_time)
-            self._persist("add_spawned", args)
+            start = process.start_time
+            self.runtime.write(
+                self.journal, Journal.add_spawned, self.instance_id, backend.name, process.pid, start
+            )
 
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None:
         if process.returncode is not None:
-            self._persist("forget_spawned", (self.instance_id, process.pid))
+            self.runtime.write(self.journal, Journal.forget_spawned, self.instance_id, process.pid)
 
-    async def question(self, backend: Backend, kind: str, params: Any) -> Any:
-        """A handshake-era backend asks mid-call: park (and maybe forward) it, return the answer."""
+    async def question(
+        self,
+        backend: Backend,
+        kind: str,
+        params: types.ElicitRequestParams | types.CreateMessageRequestParams,
+    ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
+        answered = await self._ask(backend, kind, params)
+        return answered if isinstance(answered, types.ErrorData) else backend_reply(answered)
+
+    async def _ask(self, backend: Backend, kind: str, params: BaseModel) -> PendingRow | types.ErrorData:
+        """A handshake-era backend asks mid-call: park (and maybe forward) it; its settled row.
+
+        The question is labelled with the call that asked only when that is certain: the one call
+        in flight on that backend."""
         calls = self.tasks.in_flight(backend.name)
         task_id, correlation = (calls[0].call_id, "sole") if len(calls) == 1 else (None, "server")
         dumped = params.model_dump(mode="json", exclude_none=True)
@@ -216,7 +140,7 @@ class Hub:
             )
         except EmceepeeError as exc:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=exc.message)
-        return backend_reply(await self.questions.wait(question), kind)
+        return await self.questions.wait(question)
 
     def status_changed(self, backend: Backend, previous: Status) -> None:
         if backend.last_error:  # e.g. a missing `cwd`, quoted as expanded: show its ${VAR} form
@@ -247,7 +171,8 @@ class Hub:
             known = ", ".join(sorted(self.backends)) or "none"
             raise NotFound(
                 f"Unknown server '{name}'. Known: {known}.",
-                hint=f"Add it with add_server, or in a terminal: emceepee servers add {name} -- <command> [args…]",
+                hint="Add it with add_server, or in a terminal: "
+                f"emceepee servers add {name} -- <command> [args…]",
             )
         return backend
 
@@ -349,7 +274,7 @@ class Hub:
         args: dict[str, Any] | None,
         timeout_ms: int | None = None,
         relay: Relay | None = None,
-    ) -> types.CallToolResult | dict[str, Any]:
+    ) -> Outcome:
         """The backend's result if it comes within `timeout_ms`; else the task it became."""
         backend = await self.ready(server)
         spec = await backend.tool(tool)
@@ -357,40 +282,10 @@ class Hub:
         if wrong:
             raise UsageError(
                 f"Arguments for {server}.{tool} do not match its input schema:\n- " + "\n- ".join(wrong),
-                hint=f"Nothing was sent to '{server}'. Fix the fields named; list_tools(server='{server}') shows the schema.",
+                hint=f"Nothing was sent to '{server}'. Fix the fields named; "
+                f"list_tools(server='{server}') shows the schema.",
             )
         return await self.tasks.execute(backend, tool, args, timeout_ms, relay)
-
-    # ---- activity -------------------------------------------------------------------------
-
-    def pending_client(self) -> dict[str, Any]:
-        """Category 4: questions from backends awaiting an answer (empty when there are none)."""
-        return self.questions.for_client()
-
-    def pending_for_server(self, server: str) -> dict[str, Any]:
-        return {
-            "elicitations_for_server": self.questions.listed(ELICITATION, server),
-            "sampling_requests_for_server": self.questions.listed(SAMPLING, server),
-        }
-
-    async def await_activity(self, timeout_ms: int) -> dict[str, Any]:
-        if self.events.waiting():
-            triggers: list[dict[str, Any]] = [{"type": "immediate"}]
-        else:
-            await self.events.wait(min(timeout_ms, self.config.defaults.max_wait_ms) / 1000)
-            triggers = []
-        events = self.events.take()
-        if not triggers:
-            seen = {(e["type"], e["server"]) for e in events}
-            triggers = [
-                {"type": "event", "event_type": t, "server": srv} for t, srv in sorted(seen, key=str)
-            ] or [{"type": "timeout"}]
-        return {
-            "triggers": triggers,
-            "events": events,
-            "pending_server": self.tasks.working(),
-            "pending_client": {"elicitations": [], "sampling_requests": [], **self.pending_client()},
-        }
 
     # ---- resources and prompts -------------------------------------------------------------
 
@@ -448,13 +343,6 @@ _SERVER_EVENTS: dict[tuple[Status | None, Status], str] = {
     (Status.READY, Status.RESTARTING): "server_disconnected",
     (None, Status.FAILED): "server_failed",
 }
-
-
-async def _guard(fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...], name: str) -> None:
-    try:
-        await fn(*args)
-    except Exception:
-        log.exception("background work '%s' failed; serve carries on", name)
 
 
 def _config_error(problems: list[ConfigProblem]) -> str:

@@ -1,0 +1,24 @@
+"""Wall-clock time as the journal and every JSON shape write it: UTC ISO 8601 to the millisecond.
+
+Such timestamps sort as strings in time order, which is what the journal's queries compare.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+
+def now_iso(offset_s: float = 0.0) -> str:
+    """Now (plus `offset_s`, which may be negative), e.g. `2026-01-31T12:00:00.250Z`."""
+    t = time.time() + offset_s
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
+def age(at: str, now: datetime | None = None) -> str:
+    """How long ago `at` was, in its largest whole unit: `42s`, `5m`, `3h`, `2d`."""
+    seconds = max(0, int(((now or datetime.now(UTC)) - datetime.fromisoformat(at)).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

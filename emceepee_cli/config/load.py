@@ -1,0 +1,207 @@
+"""Loading the config file: only a file that is not TOML (or cannot be read) raises.
+
+A bad server becomes a `ConfigProblem` and is left out, a bad default falls back to its built-in
+value, so one typo cannot take every backend down.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import reprlib
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any, cast
+
+from emceepee_cli import paths
+from emceepee_cli.config.expand import RefError
+from emceepee_cli.config.model import (
+    POLICIES,
+    PROTOCOLS,
+    Config,
+    ConfigProblem,
+    Defaults,
+    ServerSpec,
+    expand_spec,
+)
+from emceepee_cli.errors import ConfigError
+
+TOP_LEVEL = ("defaults", "servers")
+# Always fullmatch: `$` in a match() would let "abc\n" through, and a name becomes a file name.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+PERMISSION_HINT = "Check the file's permissions, or point EMCEEPEE_CONFIG at another file."
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Read and check the config file; a missing file is an empty, valid config."""
+    path = paths.config_path(path)
+    doc = read_toml(path)
+    problems = [_unknown(None, key, TOP_LEVEL, "top-level table") for key in doc if key not in TOP_LEVEL]
+    defaults, defaults_problems = _parse_defaults(doc.get("defaults", {}))
+    servers, server_problems = _parse_servers(doc.get("servers", {}))
+    found = problems + defaults_problems + server_problems
+    return Config(path, defaults, servers, tuple(replace(p, file=path.name) for p in found))
+
+
+def check_spec(spec: ServerSpec) -> None:
+    """Raise `ConfigError` if `spec` is not a server the config file could hold."""
+    _, problems = parse_server(spec.name, spec.to_toml())
+    if problems:
+        hint = "Nothing was written or started; fix the value and try again."
+        raise ConfigError("\n".join(str(problem) for problem in problems), hint=hint)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fp:
+            return tomllib.load(fp)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        hint = "Fix the TOML at that line and column: strings need quotes, tables need [brackets]."
+        raise ConfigError(f"{path} is not valid TOML: {exc}.", hint=hint) from None
+    except (OSError, UnicodeDecodeError) as exc:  # unreadable, a folder, not UTF-8
+        raise ConfigError(f"Cannot read {path}: {exc}.", hint=PERMISSION_HINT) from None
+
+
+class _Reader:
+    """Typed access to one TOML table; a bad value becomes a problem, never an exception."""
+
+    def __init__(self, table: Mapping[str, object], server: str | None, prefix: str = "") -> None:
+        self.table, self.server, self.prefix = table, server, prefix
+        self.problems: list[ConfigProblem] = []
+
+    def add(self, key: str | None, message: str) -> None:
+        field_name = None if key is None else self.prefix + key
+        self.problems.append(ConfigProblem(self.server, field_name, message))
+
+    def _get(self, key: str, ok: Callable[[Any], bool], expected: str, default: Any = None) -> Any:
+        value = self.table.get(key)
+        if value is None or ok(value):
+            return default if value is None else value
+        self.add(key, f"must be {expected} (got {reprlib.repr(value)})")
+        return default
+
+    def string(self, key: str) -> str | None:
+        return cast("str | None", self._get(key, lambda v: isinstance(v, str), "a string"))
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        return tuple(self._get(key, lambda v: _all_str(v, list), "an array of strings", ()))
+
+    def string_table(self, key: str) -> dict[str, str]:
+        return dict(self._get(key, lambda v: _all_str(v, dict), 'a table of strings, like { K = "v" }', {}))
+
+    def boolean(self, key: str, default: bool) -> bool:
+        return cast(bool, self._get(key, lambda v: isinstance(v, bool), "true or false", default))
+
+    def positive_int(self, key: str, default: int) -> int:
+        return cast(int, self._get(key, lambda v: type(v) is int and v > 0, "a positive integer", default))
+
+    def choice(self, key: str, choices: tuple[str, ...], default: str | None = None) -> Any:
+        return self._get(key, lambda v: v in choices, f"one of {', '.join(choices)}", default)
+
+
+def _parse_defaults(raw: object) -> tuple[Defaults, list[ConfigProblem]]:
+    if not isinstance(raw, dict):
+        return Defaults(), [ConfigProblem(None, "defaults", f"must be a table (got {reprlib.repr(raw)})")]
+    table = cast(dict[str, object], raw)
+    known = tuple(f.name for f in fields(Defaults))
+    problems = [_unknown(None, f"defaults.{key}", known) for key in table if key not in known]
+    r, base = _Reader(table, None, "defaults."), Defaults()
+    # Each default is a positive integer or a policy; its built-in value says which.
+    values: dict[str, Any] = {
+        name: r.positive_int(name, value) if isinstance(value, int) else r.choice(name, POLICIES, value)
+        for name, value in vars(base).items()
+    }
+    defaults = Defaults(**values)
+    if defaults.task_ttl_ms > defaults.task_ttl_max_ms:
+        r.add("task_ttl_ms", f"must not exceed task_ttl_max_ms (got {defaults.task_ttl_ms})")
+        defaults = replace(defaults, task_ttl_ms=min(base.task_ttl_ms, defaults.task_ttl_max_ms))
+    return defaults, problems + r.problems
+
+
+def _parse_servers(raw: object) -> tuple[dict[str, ServerSpec], list[ConfigProblem]]:
+    if not isinstance(raw, dict):
+        message = f"must be a table of [servers.NAME] tables (got {reprlib.repr(raw)})"
+        return {}, [ConfigProblem(None, "servers", message)]
+    servers: dict[str, ServerSpec] = {}
+    problems: list[ConfigProblem] = []
+    for name, table in cast(dict[str, object], raw).items():
+        spec, server_problems = parse_server(name, table)
+        if spec is not None and spec.enabled:  # a disabled server needs no secrets until enabled
+            server_problems = _ref_problems(spec, os.environ)
+        if spec is not None and not server_problems:
+            servers[name] = spec
+        problems += server_problems
+    return servers, problems
+
+
+def parse_server(name: str, raw: object) -> tuple[ServerSpec | None, list[ConfigProblem]]:
+    """Check one [servers.NAME] table; `${VAR}` syntax is checked, presence is not."""
+    problems = [ConfigProblem(name, None, message) for message in _name_problems(name)]
+    if not isinstance(raw, dict):
+        message = f"must be a table like [servers.{name}] (got {reprlib.repr(raw)})"
+        return None, [*problems, ConfigProblem(name, None, message)]
+    table = cast(dict[str, object], raw)
+    known = tuple(f.name for f in fields(ServerSpec) if f.name != "name")
+    problems += [_unknown(name, key, known) for key in table if key not in known]
+    r = _Reader(table, name)
+    spec = ServerSpec(
+        name=name,
+        command=r.string("command"),
+        args=r.strings("args"),
+        env=r.string_table("env"),
+        cwd=r.string("cwd"),
+        url=r.string("url"),
+        headers=r.string_table("headers"),
+        enabled=r.boolean("enabled", True),
+        protocol=r.choice("protocol", PROTOCOLS, "legacy"),
+        elicitation=r.choice("elicitation", POLICIES),
+        sampling=r.choice("sampling", POLICIES),
+    )
+    _check_shape(table, r)
+    problems += r.problems or _ref_problems(spec, None)
+    return (None if problems else spec), problems
+
+
+def _check_shape(table: Mapping[str, object], r: _Reader) -> None:
+    """Exactly one of command/url, not empty; a literal url must be http(s)."""
+    if "command" in table and "url" in table:
+        r.add(None, "has both 'command' and 'url'; keep 'command' (local) or 'url' (remote)")
+    elif not table.get("command") and not table.get("url"):
+        r.add(None, "needs a non-empty 'command' (a local server) or 'url' (a remote one)")
+    url = table.get("url")
+    if isinstance(url, str) and "${" not in url and not url.startswith(("http://", "https://")):
+        r.add("url", f"must start with http:// or https:// (got {url!r})")
+
+
+def _name_problems(name: str) -> list[str]:
+    if not _NAME.fullmatch(name):
+        return ["bad name: use 1-64 letters, digits, '_' or '-', starting with a letter or digit"]
+    return ["bad name: '__' is reserved (it joins server and tool names)"] if "__" in name else []
+
+
+def _ref_problems(spec: ServerSpec, environ: Mapping[str, str] | None) -> list[ConfigProblem]:
+    """`${VAR}` references that are malformed, or (given an environ) not set in it."""
+    try:
+        expand_spec(spec, environ)
+    except RefError as exc:
+        return [ConfigProblem(spec.name, exc.field, f"{exc.reason}; {exc.hint}")]
+    return []
+
+
+def _unknown(server: str | None, name: str, known: tuple[str, ...], what: str = "field") -> ConfigProblem:
+    close = difflib.get_close_matches(name.rpartition(".")[2], known, n=1)
+    suggestion = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(known)}"
+    return ConfigProblem(server, name, f"unknown {what}; {suggestion}")
+
+
+def _all_str(value: object, kind: type[list[Any]] | type[dict[str, Any]]) -> bool:
+    """`value` is a TOML array (or table) whose every item (or value) is a string."""
+    if not isinstance(value, kind):
+        return False
+    items = cast(dict[str, object], value).values() if isinstance(value, dict) else cast(list[object], value)
+    return all(isinstance(item, str) for item in items)

@@ -1,0 +1,129 @@
+"""The config's shape: one `ServerSpec` per backend, the `Defaults`, and what was wrong with the file.
+
+`Config.servers` keeps `${VAR}` unexpanded (secrets are neither shown nor re-saved);
+`ServerSpec.expanded()` fills them in for spawning (see expand.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from emceepee_cli.config.expand import RefError, expand
+from emceepee_cli.errors import ConfigError, NotFound
+
+Policy = Literal["auto", "forward", "park"]
+Protocol = Literal["legacy", "modern", "auto"]
+
+POLICIES: tuple[str, ...] = ("auto", "forward", "park")
+PROTOCOLS: tuple[str, ...] = ("legacy", "modern", "auto")
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One backend: a local command (stdio) or a remote URL (Streamable HTTP)."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    # repr=False: an expanded spec carries secrets that must not reach a log.
+    env: dict[str, str] = field(default_factory=dict[str, str], repr=False)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict[str, str], repr=False)
+    enabled: bool = True
+    protocol: Protocol = "legacy"
+    elicitation: Policy | None = None
+    sampling: Policy | None = None
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "http" if self.url is not None else "stdio"
+
+    def to_toml(self) -> dict[str, Any]:
+        """The [servers.NAME] table: non-default fields only, values as written (unexpanded)."""
+        blank = ServerSpec(self.name)
+        return {
+            f.name: list(value) if isinstance(value, tuple) else value
+            for f in fields(self)
+            if f.name != "name" and (value := getattr(self, f.name)) != getattr(blank, f.name)
+        }
+
+    def expanded(self, environ: Mapping[str, str] | None = None) -> ServerSpec:
+        """A copy with `${VAR}` filled in from `environ` (default os.environ) and `~` expanded."""
+        try:
+            return expand_spec(self, os.environ if environ is None else environ)
+        except RefError as exc:
+            message = f"Server '{self.name}', field '{exc.field}': {exc.reason}."
+            raise ConfigError(message, hint=exc.hint[:1].upper() + exc.hint[1:] + ".") from None
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """The [defaults] table. Times are milliseconds, except `retention_s`."""
+
+    timeout_ms: int = 45_000  # execute_tool promotes the call to a task after this
+    max_wait_ms: int = 50_000  # clamp for any blocking meta-tool wait (hosts cut off near 60 s)
+    task_ttl_ms: int = 300_000
+    task_ttl_max_ms: int = 1_800_000
+    retention_s: int = 86_400  # finished tasks are kept this long
+    pending_timeout_ms: int = 600_000  # a pending elicitation/sampling request expires after this
+    elicitation: Policy = "auto"
+    sampling: Policy = "auto"
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One thing wrong in the file; `server`/`field` are None when it is not about one."""
+
+    server: str | None
+    field: str | None
+    message: str
+    file: str = "config.toml"  # the name of the file it is in (load_config sets it)
+
+    def __str__(self) -> str:
+        # A name with a newline or a control character is shown escaped, on one line.
+        shown = self.server if self.server is None or self.server.isprintable() else repr(self.server)[1:-1]
+        where = [f"server '{shown}'"] if shown is not None else []
+        where += [f"field '{self.field}'"] if self.field is not None else []
+        return ": ".join([self.file, *([", ".join(where)] if where else []), self.message])
+
+
+@dataclass(frozen=True)
+class Config:
+    """A loaded config file: what it says, and what was wrong with it."""
+
+    path: Path
+    defaults: Defaults
+    servers: dict[str, ServerSpec]
+    problems: tuple[ConfigProblem, ...]
+
+    def server(self, name: str) -> ServerSpec:
+        if name in self.servers:
+            return self.servers[name]
+        hint = f"Add it with: emceepee servers add {name} -- <command> [args…]"
+        raise unknown_server(name, self.servers, hint)
+
+
+def forwarding_policy(spec: ServerSpec | None, defaults: Defaults, kind: str) -> Policy:
+    """How a `kind` question of this server may reach the host: its own setting, else the default."""
+    own = None if spec is None else spec.sampling if kind == "sampling" else spec.elicitation
+    return own or (defaults.sampling if kind == "sampling" else defaults.elicitation)
+
+
+def unknown_server(name: str, known: Mapping[str, object], hint: str) -> NotFound:
+    return NotFound(f"Unknown server '{name}'. Known: {', '.join(known) or '(none)'}.", hint=hint)
+
+
+def expand_spec(spec: ServerSpec, environ: Mapping[str, str] | None) -> ServerSpec:
+    """Expand every field that may hold `${VAR}`; with environ None, only check the syntax."""
+    # expanduser only touches a leading `~`, so `--repo=~/x` is passed through as written.
+    args = tuple(os.path.expanduser(expand(f"args[{i}]", arg, environ)) for i, arg in enumerate(spec.args))
+    env = {key: expand(f"env.{key}", value, environ) for key, value in spec.env.items()}
+    headers = {key: expand(f"headers.{key}", value, environ) for key, value in spec.headers.items()}
+    url = None if spec.url is None else expand("url", spec.url, environ)
+    cwd = None if spec.cwd is None else os.path.expanduser(expand("cwd", spec.cwd, environ))
+    return replace(spec, args=args, env=env, headers=headers, url=url, cwd=cwd)

@@ -1,0 +1,46 @@
+"""`await_activity`: wait for the first event (or a timeout), then say what is going on.
+
+The reply carries the events (each delivered once), the calls still working (category 3) and the
+questions waiting on the client (category 4), whatever woke it, and `last_event_id`: the last
+event this session delivered. A host that lost a reply passes it back as `since_event_id`, and
+the events delivered after it come again first (read from the journal, at most a reply's worth:
+when that many come back, `last_event_id` is the last of them and new events wait).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emceepee_cli.core.events import EVENTS_PER_REPLY, Events
+from emceepee_cli.core.questions import Questions
+from emceepee_cli.core.tasks import Tasks
+
+
+async def await_activity(
+    events: Events,
+    tasks: Tasks,
+    questions: Questions,
+    timeout_ms: int,
+    max_wait_ms: int,
+    since_event_id: str | None = None,
+) -> dict[str, Any]:
+    again = await events.since(since_event_id) if since_event_id else []
+    if again or events.waiting():
+        triggers: list[dict[str, Any]] = [{"type": "immediate"}]
+    else:
+        await events.wait(min(timeout_ms, max_wait_ms) / 1000)
+        triggers = []
+    full = len(again) >= EVENTS_PER_REPLY
+    taken = [*again, *([] if full else events.take(EVENTS_PER_REPLY - len(again)))]
+    if not triggers:
+        seen = {(e["type"], e["server"]) for e in taken}
+        triggers = [
+            {"type": "event", "event_type": t, "server": srv} for t, srv in sorted(seen, key=str)
+        ] or [{"type": "timeout"}]
+    return {
+        "triggers": triggers,
+        "events": taken,
+        "pending_server": tasks.working(),
+        "pending_client": {"elicitations": [], "sampling_requests": [], **questions.for_client()},
+        "last_event_id": again[-1]["event_id"] if full else events.delivered,
+    }

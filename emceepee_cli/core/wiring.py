@@ -1,0 +1,166 @@
+"""The one place `serve`'s parts are built and joined.
+
+Each part gets only the narrow things it uses, at construction: dependencies run one way
+(servers → tasks → questions → events, all on the runtime and the journal), and the few calls
+that go back up are listeners and lookups given here — questions announce a waiting question to
+the tasks, look a server's forwarding policy up in the registry of backends, and log to what
+the servers heard; tasks look a backend up by name. The meta-tools get `Services` and call one
+method of a part.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio.abc
+
+from emceepee_cli.config import Config, Defaults, Policy, forwarding_policy
+from emceepee_cli.core import activity, leftovers, sagas
+from emceepee_cli.core.backend import Backend
+from emceepee_cli.core.events import EVENTS_KEPT, Events
+from emceepee_cli.core.heard import Heard
+from emceepee_cli.core.host import HostLink
+from emceepee_cli.core.questions import Questions
+from emceepee_cli.core.runtime import Runtime
+from emceepee_cli.core.servers import Servers
+from emceepee_cli.core.tasks import Tasks
+from emceepee_cli.core.watcher import Watcher
+from emceepee_cli.errors import JournalError
+from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import Event
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Inherited:
+    """What a starting `serve` takes over from dead ones: suspended calls, undelivered events."""
+
+    calls: list[str] = field(default_factory=list[str])
+    events: list[Event] = field(default_factory=list[Event])
+
+
+async def take_over(journal: AsyncJournal, instance_id: str, retention_s: float) -> Inherited:
+    """Register this instance and settle what dead ones left; what it inherits.
+
+    A journal that cannot be written here (a full disk) is logged, and `serve` runs anyway:
+    its backends answer; what it cannot journal is not kept.
+    """
+    try:
+        await journal.run(Journal.register_instance, instance_id)
+        interrupted = await journal.run(Journal.interrupt_orphans)
+        if interrupted:
+            log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
+        await journal.run(Journal.purge_finished, retention_s)
+        calls = await journal.run(Journal.adopt_orphans, instance_id)
+    except JournalError as exc:
+        log.error("journal: %s", exc)
+        return Inherited()
+    try:  # apart: calls this process has claimed must be re-driven whatever happens here
+        events = await journal.run(Journal.claim_events, instance_id, EVENTS_KEPT)
+    except JournalError as exc:
+        log.error("journal: %s", exc)
+        events = []
+    return Inherited(calls, events)
+
+
+@dataclass(frozen=True)
+class Services:
+    servers: Servers
+    tasks: Tasks
+    questions: Questions
+    events: Events
+    heard: Heard
+    host: HostLink
+    runtime: Runtime
+    watcher: Watcher
+    journal: AsyncJournal
+    defaults: Defaults
+    instance_id: str
+
+    def __repr__(self) -> str:
+        return f"<Services {self.instance_id} {self.servers!r} {self.tasks!r} {self.events!r}>"
+
+    async def start(self, inherited: Inherited) -> None:
+        """Start every configured backend, the watcher and the leftover reaper (never waiting for
+        any); then take up what dead instances left: their events, their suspended calls."""
+        self.servers.start_all()
+        self.runtime.spawn(self.watcher.run, name="journal watcher")
+        self.runtime.spawn(leftovers.reap_async, self.journal, name="leftover reaper")
+        self.events.replay(inherited.events)
+        await self.tasks.adopt(inherited.calls)
+
+    def stop(self) -> None:
+        """Stop the watcher and every backend; calls still running end as interrupted."""
+        self.watcher.stop()
+        self.tasks.stop_all()
+        self.servers.stop_all()
+
+    async def await_activity(self, timeout_ms: int, since_event_id: str | None = None) -> dict[str, Any]:
+        return await activity.await_activity(
+            self.events, self.tasks, self.questions, timeout_ms, self.defaults.max_wait_ms, since_event_id
+        )
+
+
+def build(
+    config: Config,
+    task_group: anyio.abc.TaskGroup,
+    journal: AsyncJournal,
+    instance_id: str,
+    log_dir: Path | None = None,
+) -> Services:
+    defaults = config.defaults
+    backends: dict[str, Backend] = {}
+    runtime = Runtime(task_group)
+    events = Events(instance_id, journal, runtime)
+    heard = Heard()  # notifications and logs, for get_notifications and get_logs
+    host = HostLink()
+
+    def policy(server: str, kind: str) -> Policy:
+        backend = backends.get(server)
+        return forwarding_policy(backend.spec if backend else None, defaults, kind)
+
+    questions = Questions(
+        journal, events, runtime, defaults, instance_id, policy=policy, host=host, log=heard.log
+    )
+    tasks = Tasks(
+        journal,
+        events,
+        questions,
+        runtime,
+        defaults,
+        instance_id,
+        backends=backends.get,
+        install_key=sagas.install_key(),
+    )
+    questions.on_waiting(tasks.question_arrived)
+    servers = Servers(
+        config,
+        journal,
+        events,
+        heard,
+        questions,
+        tasks,
+        runtime,
+        instance_id,
+        backends=backends,
+        log_dir=log_dir,
+    )
+    watcher = Watcher(journal, runtime, tasks, questions, instance_id, defaults.retention_s)
+    return Services(
+        servers=servers,
+        tasks=tasks,
+        questions=questions,
+        events=events,
+        heard=heard,
+        host=host,
+        runtime=runtime,
+        watcher=watcher,
+        journal=journal,
+        defaults=defaults,
+        instance_id=instance_id,
+    )

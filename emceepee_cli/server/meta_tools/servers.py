@@ -1,0 +1,133 @@
+"""Meta-tools for the backend servers and their tools: list, add, remove, list tools, call one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emceepee_cli.config import ServerSpec
+from emceepee_cli.core.wiring import Services
+from emceepee_cli.errors import UsageError
+from emceepee_cli.server.envelope import Reply
+from emceepee_cli.server.meta_tools.registry import SERVER, SERVER_FILTER, STR, STR_MAP, Call, Group, Payload
+
+group = Group()
+
+
+@group.tool(
+    "list_servers",
+    "List the backend MCP servers emceepee manages, with each one's status (starting, ready, failed, "
+    "restarting, stopped, disabled), transport, tool count, restarts and last error. Call this first.",
+    {},
+)
+async def list_servers(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return services.servers.list_servers()
+
+
+@group.tool(
+    "add_server",
+    "Start a new backend MCP server: either a local command (stdio) or a remote `url` (Streamable HTTP). "
+    "With persist=true (the default) it is also saved to emceepee's config so it starts next time. "
+    "Values in env and headers may reference environment variables as ${VAR}.",
+    {
+        "name": {
+            "type": "string",
+            "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
+            "description": "Name for the server.",
+        },
+        "command": {"type": "string", "description": "Executable to run, e.g. 'uvx' or 'npx'."},
+        "args": {"type": "array", "items": STR, "description": "Arguments for the command."},
+        "env": {**STR_MAP, "description": "Extra environment variables for the command."},
+        "cwd": {"type": "string", "description": "Working directory for the command."},
+        "url": {"type": "string", "description": "URL of a remote Streamable HTTP MCP server."},
+        "headers": {**STR_MAP, "description": "HTTP headers for a remote server."},
+        "persist": {
+            "type": "boolean",
+            "default": True,
+            "description": "Save to the config file (default true).",
+        },
+    },
+    ("name",),
+    read_only=False,
+)
+async def add_server(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    if ("command" in args) == ("url" in args):
+        raise UsageError("Give exactly one of `command` (a local server) or `url` (a remote one).")
+    spec = ServerSpec(
+        name=args["name"],
+        command=args.get("command"),
+        args=tuple(args.get("args", ())),
+        env=dict(args.get("env", {})),
+        cwd=args.get("cwd"),
+        url=args.get("url"),
+        headers=dict(args.get("headers", {})),
+    )
+    return await services.servers.add_server(spec, persist=args.get("persist", True))
+
+
+@group.tool(
+    "remove_server",
+    "Stop a backend server and remove it from emceepee's config.",
+    {"name": SERVER},
+    ("name",),
+    read_only=False,
+)
+async def remove_server(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return await services.servers.remove_server(args["name"])
+
+
+@group.tool(
+    "list_tools",
+    "List the tools of the backend servers (name, description, input schema), grouped by server. "
+    "Call a tool with execute_tool.",
+    {
+        "server": SERVER_FILTER,
+        "pattern": {
+            "type": "string",
+            "description": "Case-insensitive regular expression matched against tool names and descriptions.",
+        },
+    },
+)
+async def list_tools(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    return await services.servers.list_tools(args.get("server"), args.get("pattern"))
+
+
+@group.tool(
+    "execute_tool",
+    "Call a tool on a backend server. `args` are checked against the tool's input schema first. "
+    "If the tool finishes within timeout_ms, its own result is returned unchanged. If not, the call keeps "
+    "running as a task and you get {proxy_task, pending_on_server} at once: fetch the result later with "
+    "get_task_result(task_id), or wait for it with await_activity.",
+    {
+        "server": SERVER,
+        "tool": {"type": "string", "description": "The tool's name, as shown by list_tools."},
+        "args": {"type": "object", "description": "Arguments for the tool, matching its input schema."},
+        "timeout_ms": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "How long to wait before the call becomes a task "
+            "(default from the config, 45000).",
+        },
+    },
+    ("server", "tool"),
+    read_only=False,
+)
+async def execute_tool(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    out = await services.servers.execute_tool(
+        args["server"], args["tool"], args.get("args"), args.get("timeout_ms"), call.relay
+    )
+    if isinstance(out, dict):
+        task = out["proxy_task"]
+        name = f"{task['server']}.{task['tool']}"
+        if "saga" in out:
+            return Reply(
+                out,
+                f"{name} is waiting for an answer to a question, so it became task {task['task_id']}. "
+                "Answer with respond_to_elicitation / respond_to_sampling (or resume_tool), "
+                "then get_task_result.",
+            )
+        return Reply(
+            out,
+            f"{name} is still running, so it became task {task['task_id']}. "
+            "Use get_task_result to get its result when ready (or await_activity to wait for it).",
+        )
+    return out

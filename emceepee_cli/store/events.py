@@ -1,0 +1,113 @@
+"""The `events` and `cursors` tables: what each `serve` told its host, and how far the host got.
+
+Every event a `serve` emits is journaled under its instance; its cursor is the last of its own
+events it handed to its host. The events after a cursor are the ones that host never received:
+a `serve` starting claims those of dead instances (`claim_events`), first writer wins, and
+delivers them once in its own session. A host that lost a reply reads its own session's
+delivered events back (`events_between`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import sqlite_utils
+
+from emceepee_cli.clock import now_iso
+from emceepee_cli.redact import redact_data
+from emceepee_cli.store.db import immediate, mapped
+from emceepee_cli.store.records import Event, EventRow, InstanceRow, OwnedEvent
+
+
+class EventLog:
+    """The events half of the journal (mixed into `Journal`)."""
+
+    path: Path
+    db: sqlite_utils.Database
+    instance_alive: Callable[[InstanceRow], bool]  # from the instances half
+
+    @mapped
+    def add_event(self, event: OwnedEvent) -> None:
+        row = EventRow(
+            event_id=event["event_id"],
+            instance_id=event["instance_id"],
+            type=event["type"],
+            server=event["server"],
+            data=json.dumps(redact_data(event["data"])),
+            created_at=event["created_at"],
+        )
+        self.db.table("events").insert(dict(row))
+
+    @mapped
+    def set_cursor(self, session_id: str, event_id: str) -> None:
+        self.db.table("cursors").upsert(
+            {"session_id": session_id, "last_event_id": event_id, "updated_at": now_iso()}, pk="session_id"
+        )
+
+    @mapped
+    def update_event_data(self, event_id: str, data: dict[str, Any]) -> None:
+        self.db.execute("UPDATE events SET data = ? WHERE event_id = ?", [json.dumps(data), event_id])
+
+    @mapped
+    def events_between(self, instance_id: str, after: str, upto: str, limit: int) -> list[Event]:
+        """This instance's events after `after` up to `upto` (both ids), oldest first."""
+        rows = self.db.query(
+            "SELECT * FROM events WHERE instance_id = ? AND event_id > ? AND event_id <= ?"
+            " ORDER BY event_id LIMIT ?",
+            [instance_id, after, upto, limit],
+        )
+        return [as_event(cast(EventRow, r)) for r in rows]
+
+    @mapped
+    def claim_events(self, claimer: str, limit: int) -> list[Event]:
+        """Take the events that dead instances never delivered (after their cursor), at most `limit`.
+
+        Each instance's claim moves its cursor in one write transaction that reads it first, so
+        when several `serve`s start together each event goes to exactly one of them.
+        """
+        claimed: list[Event] = []
+        sql = (
+            "SELECT DISTINCT i.* FROM instances i JOIN events e USING (instance_id) WHERE i.instance_id != ?"
+        )
+        for inst in [cast(InstanceRow, r) for r in self.db.query(sql, [claimer])]:
+            if len(claimed) >= limit:
+                break
+            if not self.instance_alive(inst):
+                claimed += self._claim(inst["instance_id"], limit - len(claimed))
+        return claimed
+
+    def _claim(self, instance_id: str, limit: int) -> list[Event]:
+        with immediate(self.db):
+            found = self.db.execute(
+                "SELECT last_event_id FROM cursors WHERE session_id = ?", [instance_id]
+            ).fetchone()
+            cursor = found[0] if found else ""
+            rows = list(
+                self.db.query(
+                    "SELECT * FROM events WHERE instance_id = ? AND event_id > ? ORDER BY event_id LIMIT ?",
+                    [instance_id, cursor, limit],
+                )
+            )
+            if rows:
+                self.db.table("cursors").upsert(
+                    {
+                        "session_id": instance_id,
+                        "last_event_id": rows[-1]["event_id"],
+                        "updated_at": now_iso(),
+                    },
+                    pk="session_id",
+                )
+        return [{**as_event(cast(EventRow, r)), "replayed": True} for r in rows]
+
+
+def as_event(row: EventRow) -> Event:
+    return Event(
+        event_id=row["event_id"],
+        type=row["type"],
+        server=row["server"],
+        created_at=row["created_at"],
+        data=json.loads(row["data"]),
+    )
