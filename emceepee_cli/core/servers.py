@@ -20,7 +20,8 @@ import mcp_types as types
 from pydantic import BaseModel
 
 from emceepee_cli import config as config_mod
-from emceepee_cli.config import Config, ConfigProblem, ServerSpec
+from emceepee_cli.config import Config, ConfigProblem, ServerSpec, reload
+from emceepee_cli.config.reload import Plan
 from emceepee_cli.core import patterns, schema, transport
 from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.core.backend import Backend, Status
@@ -74,6 +75,7 @@ class Servers:
         self.instance_id = instance_id
         self.backends = backends
         self.log_dir = log_dir
+        self.changing = anyio.Lock()  # one change of the set of backends at a time (tools, reload)
 
     def __repr__(self) -> str:
         return f"<Servers {list(self.backends)}>"
@@ -221,25 +223,49 @@ class Servers:
                 f"Server '{spec.name}' already exists.",
                 hint=f"Remove it first with remove_server('{spec.name}').",
             )
-        if persist:  # in a thread: the file lock may be held by a CLI for a moment
-            await anyio.to_thread.run_sync(config_mod.add_server, spec, self.config.path)
-        else:
-            config_mod.check_spec(spec)
-        backend = self._start(spec)
+        async with self.changing:  # a reload that sees the saved file finds the backend running
+            if persist:  # in a thread: the file lock may be held by a CLI for a moment
+                await anyio.to_thread.run_sync(config_mod.add_server, spec, self.config.path)
+            else:
+                config_mod.check_spec(spec)
+            backend = self._start(spec)
         await backend.wait_ready(READY_WAIT_S)
         row = _server_row(backend)
         row["persisted"] = persist
         return row
 
     async def remove_server(self, name: str) -> dict[str, Any]:
-        backend = self.backend(name)
-        backend.stop()
-        await backend.wait_for(lambda s: s in (Status.STOPPED, Status.FAILED, Status.DISABLED), STOP_WAIT_S)
-        del self.backends[name]
+        self.backend(name)
+        async with self.changing:
+            backend = await self._retire(name)
         removed_from_config = await anyio.to_thread.run_sync(
             config_mod.discard_server, name, self.config.path
         )
         return {"removed": name, "status": backend.status.value, "removed_from_config": removed_from_config}
+
+    async def reconfigure(self, config: Config) -> Plan:
+        """Go over to a reloaded config file: only the servers that changed in it start, stop or
+        restart (config/reload.py says which); what was done."""
+        async with self.changing:
+            running = {name: backend.spec for name, backend in self.backends.items()}
+            plan = reload.plan(running, self.config, config)
+            async with anyio.create_task_group() as tg:
+                for name in (*plan.stop, *(spec.name for spec in plan.restart)):
+                    if name in self.backends:
+                        tg.start_soon(self._retire, name)
+            for spec in (*plan.restart, *plan.start):
+                if spec.name not in self.backends:
+                    self._start(spec)
+            self.config = config
+        return plan
+
+    async def _retire(self, name: str) -> Backend:
+        """Stop a backend (bounded) and forget it."""
+        backend = self.backends[name]
+        backend.stop()
+        await backend.wait_for(lambda s: s in (Status.STOPPED, Status.FAILED, Status.DISABLED), STOP_WAIT_S)
+        self.backends.pop(name, None)
+        return backend
 
     # ---- tools -------------------------------------------------------------------------------
 

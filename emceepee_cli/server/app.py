@@ -6,6 +6,7 @@ lifespan, which starts every backend without waiting for any → answer the host
 `server/stdio.py` (every line it sends gets an answer, a bad one a JSON-RPC error) → on stdin EOF,
 SIGTERM or SIGINT, stop every backend (each stop is shielded and bounded) and exit. A signal
 exits through `os._exit`, because the stdin reader thread cannot be cancelled (SDK guide §7.2).
+Meanwhile a change of the config file, or a SIGHUP, reloads it (server/reload.py).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from emceepee_cli.core.wiring import Services
 from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import new_id
 from emceepee_cli.redact import RedactingFormatter
-from emceepee_cli.server import diagrams
+from emceepee_cli.server import diagrams, reload
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call, MetaTool
 from emceepee_cli.server.stdio import host_streams
@@ -59,8 +60,11 @@ def build_server(
     log_dir: Path | None = None,
     on_closed: Callable[[], None] | None = None,
     db_path: Path | None = None,
+    follow_config: bool = False,
 ) -> Server[Services]:
-    """The low-level MCP server; its lifespan owns the journal, the services and every backend task."""
+    """The low-level MCP server; its lifespan owns the journal, the services and every backend task.
+
+    `follow_config`: reload the config file when it changes or on SIGHUP (server/reload.py)."""
 
     @asynccontextmanager
     async def lifespan(_: Server[Services]) -> AsyncIterator[Services]:
@@ -72,9 +76,12 @@ def build_server(
                 async with anyio.create_task_group() as tg:
                     services = wiring.build(config, tg, journal, instance_id, log_dir)
                     await services.start(inherited)
+                    following = reload.follow(services, config.path) if follow_config else None
                     try:
                         yield services
                     finally:
+                        if following is not None:
+                            following.cancel()
                         services.stop()
             finally:
                 await journal.shutdown(instance_id)
@@ -212,7 +219,7 @@ def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = N
 
 async def _serve(config: Config, log_dir: Path, db_path: Path | None) -> None:
     closed = anyio.Event()
-    server = build_server(config, log_dir, on_closed=closed.set, db_path=db_path)
+    server = build_server(config, log_dir, on_closed=closed.set, db_path=db_path, follow_config=True)
     async with anyio.create_task_group() as tg:
         if sys.platform != "win32":
             tg.start_soon(_exit_on_signal, tg.cancel_scope, closed)
