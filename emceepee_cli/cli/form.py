@@ -139,3 +139,49 @@ def ask_field(f: Field) -> Any:
         if not (wrong := schema.problems(value, f.prop, root=f.name)):
             return value
         render.warn("  " + "; ".join(wrong))
+
+
+# ---- a form described, for an answer given without a terminal ----------------------------------
+
+JSON_KINDS = {
+    "boolean": "true or false",
+    "integer": "a whole number",
+    "number": "a number",
+    "array": "a list",
+}
+EXAMPLES = {"boolean": True, "integer": 1, "number": 1.5, "array": []}
+
+
+def described(requested: dict[str, Any]) -> list[str]:
+    """Each field of a form on one line: its name, what it takes as JSON, required or not, its title."""
+    required = set(requested.get("required") or [])
+    out = []
+    for name, prop in (requested.get("properties") or {}).items():
+        f = Field(name, prop, name in required)
+        takes = JSON_KINDS.get(f.kind, "text")
+        if f.choices:
+            listed = ", ".join(_json(value) for value, _ in f.choices)
+            takes = f"{'some of' if f.kind == 'array' else 'one of'} {listed}"
+        about = [takes, "required" if f.required else "optional"]
+        if "default" in prop:
+            about.append(f"default {_json(prop['default'])}")
+        title = prop.get("title") or prop.get("description")
+        out.append(f"{name}: {'; '.join(about)}" + (f" ({title})" if title and title != name else ""))
+    return out
+
+
+def example(requested: dict[str, Any]) -> str:
+    """A content object for `--content` with the form's required fields (all of them if none are)."""
+    props: dict[str, Any] = requested.get("properties") or {}
+    names = [n for n in requested.get("required") or [] if n in props] or list(props)
+    content = {}
+    for name in names:
+        f = Field(name, props[name], True)
+        content[name] = f.choices[0][0] if f.choices and f.kind != "array" else EXAMPLES.get(f.kind, "…")
+    return _json(content)
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)

@@ -116,10 +116,9 @@ def command() -> _click.Command:
 
 
 def wants_json(args: Sequence[str]) -> bool:
-    """`--json` given to the command (not after `--`, and not `answer`'s --json, which is content)."""
+    """`--json` given to the command (not after `--`, where a backend's own arguments are)."""
     head = list(args[: args.index("--")] if "--" in args else args)
-    words = [a for a in head if not a.startswith("-")]
-    return "--json" in head and (not words or words[0] != "answer")
+    return "--json" in head
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,14 +134,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         render.error(exc, as_json_error=Invocation.json)
         return exc.exit_code
     except _click.exceptions.ClickException as exc:
-        return _usage(exc)
+        return _usage(exc, args)
     except (typer.Abort, KeyboardInterrupt, EOFError):
         render.clear_status()
         render.warn("Interrupted.")
         return EXIT_INTERRUPTED
 
 
-def _usage(exc: _click.exceptions.ClickException) -> int:
+def _usage(exc: _click.exceptions.ClickException, args: Sequence[str] = ()) -> int:
     """A command line that does not parse: the parser's message, and where to read the usage."""
     if isinstance(exc, _click.exceptions.NoArgsIsHelpError):
         render.line(exc.format_message())
@@ -150,6 +149,8 @@ def _usage(exc: _click.exceptions.ClickException) -> int:
     where = getattr(exc, "ctx", None)
     name = where.command_path if where is not None else "emceepee"
     hint = f"See: {name} --help"
+    if name == "emceepee answer" and any(a.lstrip().startswith("{") for a in args):
+        hint = "An answer's content is given with --content '{...}'; --json prints the outcome as JSON."
     if Invocation.json:
         render.failure("UsageError", exc.format_message(), hint, exc.exit_code)
     else:

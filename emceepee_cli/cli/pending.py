@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from emceepee_cli.cli import render
+from emceepee_cli.cli import form, render
 from emceepee_cli.cli.form import ask_form
 from emceepee_cli.cli.options import DbOpt, JsonOpt
 from emceepee_cli.clock import age
@@ -36,16 +36,16 @@ __all__ = ["answer", "ask_form", "ask_text", "content_text", "pending"]
 LISTING = "See them with: emceepee pending"
 # The flags each shape of question takes, and how to say so.
 ALLOWED = {
-    "form": {"--json", "--decline", "--cancel"},
-    "url": {"--json", "--decline", "--cancel", "--open"},
+    "form": {"--content", "--decline", "--cancel"},
+    "url": {"--content", "--decline", "--cancel", "--open"},
     "sampling": {"--text", "--model"},
 }
 USAGE = {
-    "form": "--json '{...}' (its content), --decline or --cancel",
-    "url": "--json '{}' (done at the URL), --decline or --cancel; --open opens the URL",
+    "form": "--content '{...}' (its fields as a JSON object), --decline or --cancel",
+    "url": "--content '{}' (done at the URL), --decline or --cancel; --open opens the URL",
     "sampling": "--text TEXT (and --model M)",
 }
-ANSWER_FLAGS = {"--json", "--decline", "--cancel", "--text"}
+ANSWER_FLAGS = {"--content", "--decline", "--cancel", "--text"}
 
 IdArg = Annotated[
     str,
@@ -53,11 +53,11 @@ IdArg = Annotated[
         metavar="ID", help="A pending question's id, or any unique prefix of one.", show_default=False
     ),
 ]
-AnswerJsonOpt = Annotated[
+ContentOpt = Annotated[
     str | None,
     typer.Option(
-        "--json",
-        help="""Accept with this content, e.g. '{"name": "Ada"}' ('{}' for a URL question).""",
+        "--content",
+        help="""Accept with this content, a JSON object: e.g. '{"name": "Ada"}' ('{}' for a URL question).""",
         show_default=False,
     ),
 ]
@@ -97,25 +97,36 @@ def pending(db: DbOpt = None, json: JsonOpt = False) -> None:
 
 def answer(
     request_id: IdArg,
-    json: AnswerJsonOpt = None,
+    content: ContentOpt = None,
     decline: DeclineOpt = False,
     cancel: CancelOpt = False,
     text: TextOpt = None,
     model: ModelOpt = None,
     open_: OpenOpt = False,
     db: DbOpt = None,
+    json: JsonOpt = False,
 ) -> None:
-    """Answer a backend's question: a form, a URL to visit, or a sampling request."""
+    """Answer a backend's question: a form, a URL to visit, or a sampling request.
+
+    Without an answer option the question is asked at the terminal. With --json the outcome is
+    printed as JSON (what respond_to_elicitation returns, and how the answer reaches the backend);
+    the answer itself is then given with an option.
+    """
     from emceepee_cli.core.answers import answer_question, who_delivers
     from emceepee_cli.store.journal import Journal
+    from emceepee_cli.store.records import question_json
 
     journal = Journal(db)  # not open_journal: a dead owner's question is explained below, not rejected unseen
     row = find(journal, request_id)
-    show(row)
-    given = Given(json, decline, cancel, text, model, open_)
-    given.check(row)
+    if not json:
+        show(row)
+    given = Given(content, decline, cancel, text, model, open_)
+    given.check(row, can_ask=sys.stdin.isatty() and not json)
     delivery = who_delivers(journal, row)
     settled = answer_question(journal, row["request_id"], build_reply(row, given), by="cli")
+    if json:
+        render.as_json({"answered": question_json(settled), "delivery": delivery})
+        return
     render.line(f"Answered {row['request_id']} ({settled['status']}); {delivery}")
 
 
@@ -180,7 +191,7 @@ def show(row: PendingRow) -> None:
 class Given:
     """The answer flags of `emceepee answer`."""
 
-    json: str | None
+    content: str | None
     decline: bool
     cancel: bool
     text: str | None
@@ -190,7 +201,7 @@ class Given:
     @property
     def used(self) -> set[str]:
         flags = {
-            "--json": self.json is not None,
+            "--content": self.content is not None,
             "--decline": self.decline,
             "--cancel": self.cancel,
             "--text": self.text is not None,
@@ -199,7 +210,7 @@ class Given:
         }
         return {flag for flag, on in flags.items() if on}
 
-    def check(self, row: PendingRow) -> None:
+    def check(self, row: PendingRow, can_ask: bool) -> None:
         kind, rid = shape(row), row["request_id"]
         if wrong := sorted(self.used - ALLOWED[kind]):
             what = {"form": "a form", "url": "a URL question", "sampling": "a sampling request"}[kind]
@@ -207,13 +218,30 @@ class Given:
                 f"{', '.join(wrong)} does not apply to {rid}: it is {what}.",
                 hint=f"Answer it with {USAGE[kind]}.",
             )
-        if len(chosen := sorted(self.used & {"--json", "--decline", "--cancel"})) > 1:
+        if len(chosen := sorted(self.used & {"--content", "--decline", "--cancel"})) > 1:
             raise UsageError(f"Give only one of {', '.join(chosen)}.")
-        if not self.used & ANSWER_FLAGS and not sys.stdin.isatty():
-            raise UsageError(
-                f"Question {rid} needs an answer, and there is no terminal to ask it on.",
-                hint=f"Give the answer with {USAGE[kind]}.",
-            )
+        if not self.used & ANSWER_FLAGS and not can_ask:
+            raise unasked(row, "there is no terminal to ask it on" if not sys.stdin.isatty() else "--json")
+
+
+def unasked(row: PendingRow, why: str) -> UsageError:
+    """The question cannot be asked here: what it asks, and how to give the answer on the command line."""
+    kind, rid, params = shape(row), row["request_id"], _params(row)
+    if why == "--json":
+        why = "--json prints the outcome for a script, so nothing is asked at the terminal"
+    lines = [f"Question {rid} needs an answer, and {why}."]
+    if kind == "form":
+        requested = params.get("requested_schema") or {}
+        lines += [f"It asks: {params.get('message', '')}", "Its fields:"]
+        lines += [f"  {field}" for field in form.described(requested)] or ["  (none)"]
+        how = f"--content '{form.example(requested)}' (its fields as a JSON object), --decline or --cancel"
+    elif kind == "url":
+        lines += [f"It asks: {params.get('message', '')}", f"URL: {params.get('url')}"]
+        how = USAGE[kind]
+    else:
+        lines.append(f"It asks for a model's reply to: {question_text(row)}")
+        how = USAGE[kind]
+    return UsageError("\n".join(lines), hint=f"Answer it with: emceepee answer {rid} {how}.")
 
 
 def build_reply(row: PendingRow, given: Given) -> dict[str, Any]:
@@ -228,8 +256,8 @@ def build_reply(row: PendingRow, given: Given) -> dict[str, Any]:
             from emceepee_cli.core.answers import sampling_answer
 
             return sampling_answer(text, given.model or "human", None)
-        if given.json is not None:
-            content = parse_content(given.json)
+        if given.content is not None:
+            content = parse_content(given.content)
         else:
             content = ask_done(row) if kind == "url" else ask_form(params.get("requested_schema") or {})
     except (EOFError, KeyboardInterrupt):
@@ -237,7 +265,7 @@ def build_reply(row: PendingRow, given: Given) -> dict[str, Any]:
         raise UsageError(f"Stopped; question {row['request_id']} is still pending.") from None
     if kind == "url":
         if content:
-            raise UsageError("A URL question takes no content.", hint="Say you are done with --json '{}'.")
+            raise UsageError("A URL question takes no content.", hint="Say you are done with --content '{}'.")
         return {"action": "accept"}
     return {"action": "accept", "content": content}
 
@@ -247,11 +275,13 @@ def parse_content(text: str) -> dict[str, Any]:
         content = jsonlib.loads(text)
     except ValueError as exc:
         raise UsageError(
-            f"--json is not valid JSON: {exc}.", hint="""Give an object, e.g. --json '{"name": "Ada"}'."""
+            f"--content is not valid JSON: {exc}.",
+            hint="""Give an object, e.g. --content '{"name": "Ada"}'.""",
         ) from exc
     if not isinstance(content, dict):
         raise UsageError(
-            "--json must be a JSON object of the form's fields.", hint="""E.g. --json '{"name": "Ada"}'."""
+            "--content must be a JSON object of the form's fields.",
+            hint="""E.g. --content '{"name": "Ada"}'.""",
         )
     return content
 

@@ -15,6 +15,7 @@ import pytest
 from emceepee_cli.clock import now_iso
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import question_json
+from tests.cli.clirun import cli as main_cli
 from tests.cli.inproc import cli
 from tests.support import Terminal, run_cli
 
@@ -122,9 +123,9 @@ def test_pending_json_lists_open_questions_as_the_meta_tools_show_them(journal: 
     assert "01DONE" not in table.stdout
 
 
-def test_answer_json_accepts_with_the_content_and_records_the_cli(journal: Journal) -> None:
+def test_answer_content_accepts_with_the_content_and_records_the_cli(journal: Journal) -> None:
     ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
-    done = cli("answer", FORM, "--json", '{"name": "Ada", "color": "g"}')
+    done = cli("answer", FORM, "--content", '{"name": "Ada", "color": "g"}')
     row = stored(journal, FORM)
     assert done.returncode == 0, done.stderr
     assert "Who files the bug?" in done.stdout and "tracker" in done.stdout
@@ -135,9 +136,9 @@ def test_answer_json_accepts_with_the_content_and_records_the_cli(journal: Journ
 
 def test_an_answer_that_breaks_the_schema_is_refused_naming_the_field(journal: Journal) -> None:
     ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
-    wrong_type = cli("answer", FORM, "--json", '{"name": 3}')
-    not_enum = cli("answer", FORM, "--json", '{"name": "Ada", "color": "purple"}')
-    not_json = cli("answer", FORM, "--json", "{name: Ada}")
+    wrong_type = cli("answer", FORM, "--content", '{"name": 3}')
+    not_enum = cli("answer", FORM, "--content", '{"name": "Ada", "color": "purple"}')
+    not_json = cli("answer", FORM, "--content", "{name: Ada}")
     assert (
         wrong_type.returncode == 2
         and "content.name" in wrong_type.stderr
@@ -179,7 +180,7 @@ def test_a_sampling_request_is_answered_with_text(journal: Journal) -> None:
 
 def test_the_second_answer_says_who_answered_first_and_changes_nothing(journal: Journal) -> None:
     ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
-    first = cli("answer", FORM, "--json", '{"name": "Ada"}')
+    first = cli("answer", FORM, "--content", '{"name": "Ada"}')
     second = cli("answer", FORM, "--decline")
     assert first.returncode == 0, first.stderr
     assert second.returncode == 2 and "already accepted by cli" in second.stderr
@@ -192,12 +193,12 @@ def test_without_a_terminal_or_with_the_wrong_flags_it_names_the_right_ones(jour
     form = cli("answer", FORM)
     sampling = cli("answer", SAMPLE)
     misfit = cli("answer", FORM, "--text", "hi")
-    both = cli("answer", FORM, "--json", "{}", "--decline")
+    both = cli("answer", FORM, "--content", "{}", "--decline")
     assert form.returncode == 2 and "no terminal" in form.stderr
-    assert all(flag in form.stderr for flag in ("--json", "--decline", "--cancel"))
+    assert all(flag in form.stderr for flag in ("--content", "--decline", "--cancel"))
     assert sampling.returncode == 2 and "--text TEXT" in sampling.stderr
     assert misfit.returncode == 2 and "--text does not apply" in misfit.stderr
-    assert both.returncode == 2 and "only one of --decline, --json" in both.stderr
+    assert both.returncode == 2 and "only one of --content, --decline" in both.stderr
     assert stored(journal, FORM)["status"] == stored(journal, SAMPLE)["status"] == "pending"
 
 
@@ -206,7 +207,7 @@ def test_a_question_whose_process_is_gone_is_not_answered(
 ) -> None:
     ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA}, instance="01GONE")
     before = stored(journal, FORM)
-    refused = cli("answer", FORM, "--json", '{"name": "Ada"}')
+    refused = cli("answer", FORM, "--content", '{"name": "Ada"}')
     assert refused.returncode == 2
     assert (
         "is gone" in refused.stderr
@@ -241,7 +242,7 @@ def test_a_resumable_call_of_a_gone_process_is_answered_for_the_next_start(
         instance="01GONE",
         task_id="01TASK",
     )
-    done = cli("answer", FORM, "--json", '{"name": "Ada"}')
+    done = cli("answer", FORM, "--content", '{"name": "Ada"}')
     assert done.returncode == 0, done.stderr
     assert "when emceepee next starts" in done.stdout
     assert stored(journal, FORM)["status"] == "accepted"
@@ -271,8 +272,8 @@ def test_a_url_question_opens_the_url_and_is_accepted_without_content(
 ) -> None:
     ask(journal, URL_Q, URL_PARAMS)
     env, opened = fake_browser(tmp_path)
-    with_content = run_cli("answer", URL_Q, "--json", '{"token": "x"}')
-    done = run_cli("answer", URL_Q, "--open", "--json", "{}", env=env)
+    with_content = run_cli("answer", URL_Q, "--content", '{"token": "x"}')
+    done = run_cli("answer", URL_Q, "--open", "--content", "{}", env=env)
     assert with_content.returncode == 2 and "takes no content" in with_content.stderr
     assert done.returncode == 0, done.stderr
     assert "URL: https://example.com/auth?x=1" in done.stdout
@@ -367,3 +368,32 @@ def test_at_a_terminal_a_sampling_request_asks_for_the_reply(journal: Journal) -
     term.expect(f"Answered {SAMPLE} (completed)")
     assert term.finish() == 0
     assert json.loads(stored(journal, SAMPLE)["answer"])["content"] == {"type": "text", "text": "Teal"}
+
+
+def test_answer_json_prints_the_outcome_as_respond_to_elicitation_does(journal: Journal) -> None:
+    ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
+    done = cli("answer", FORM, "--content", '{"name": "Ada"}', "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)  # the whole of stdout is one document: the question is not shown
+    assert out["answered"] == question_json(stored(journal, FORM))
+    assert out["answered"]["status"] == "accepted" and "within a moment" in out["delivery"]
+
+
+def test_without_a_terminal_the_fields_and_how_to_pass_them_are_shown(journal: Journal) -> None:
+    ask(journal, FORM, {"message": "Who files the bug?", "requested_schema": SCHEMA})
+    ask(journal, URL_Q, URL_PARAMS)
+    form, url = cli("answer", FORM), cli("answer", URL_Q)
+    as_json = main_cli("answer", FORM, "--json")
+    old_style = main_cli("answer", FORM, "--json", '{"name": "Ada"}')
+    assert form.returncode == 2
+    assert "It asks: Who files the bug?" in form.stderr
+    assert "name: text; required (Your name)" in form.stderr
+    assert 'color: one of "r", "g"; optional' in form.stderr
+    assert f"""emceepee answer {FORM} --content '{{"name": "…"}}'""" in form.stderr
+    assert url.returncode == 2 and "URL: https://example.com/auth?x=1" in url.stderr
+    assert "--content '{}'" in url.stderr
+    error = as_json.json()["error"]
+    assert as_json.code == 2 and "no terminal" in error["message"]
+    assert "name: text; required" in error["message"] and "--content" in error["hint"]
+    assert old_style.code == 2 and "--content '{...}'" in old_style.out
+    assert stored(journal, FORM)["status"] == stored(journal, URL_Q)["status"] == "pending"

@@ -54,9 +54,9 @@ def test_a_mistyped_command_is_named_with_the_closest_one() -> None:
     assert done.code == 2 and "No such command 'taks'" in done.err and "'tasks'" in done.err
 
 
-def test_json_is_the_commands_own_flag_not_answers_content_nor_after_the_double_dash() -> None:
+def test_json_is_the_commands_own_flag_not_after_the_double_dash() -> None:
     assert wants_json(["servers", "list", "--json"])
-    assert not wants_json(["answer", "01J", "--json", "{}"])
+    assert wants_json(["answer", "01J", "--decline", "--json"])
     assert not wants_json(["servers", "add", "x", "--", "cmd", "--json"])
 
 

@@ -46,7 +46,7 @@ async def test_emceepee_answer_json_reaches_the_backend_and_the_task_completes(c
             task_id, request_id = await question(client, "elicit", "ask", {"question": "Name?"})
             listed = run_cli("pending")
             done = await anyio.to_thread.run_sync(
-                lambda: run_cli("answer", request_id[:14], "--json", '{"name": "Cli"}')
+                lambda: run_cli("answer", request_id[:14], "--content", '{"name": "Cli"}')
             )
             result = await client.call_tool("get_task_result", {"task_id": task_id})
             left = payload(await client.call_tool("get_elicitations", {}))

@@ -207,7 +207,7 @@ async def test_two_serves_started_after_kill_9_re_drive_a_suspended_call_once(
         with anyio.fail_after(60):
             await start(a)
             await start(b)
-            answered = run_cli("answer", step["step_id"], "--json", '{"date": "2026-12-24"}')
+            answered = run_cli("answer", step["step_id"], "--content", '{"date": "2026-12-24"}')
             assert answered.returncode == 0, answered.stderr
             seen = [
                 await run.host.tool("get_task_result", {"task_id": task_id, "timeout_ms": 15000})
