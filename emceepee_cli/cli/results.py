@@ -19,36 +19,41 @@ if TYPE_CHECKING:
     import mcp_types as types
 
 
-def show_result(result: types.CallToolResult, out: Path, tool: str) -> None:
+def show_result(result: types.CallToolResult, out: Path | None, tool: str, indent: str = "") -> None:
+    """Print `result`; its binary content is saved in the folder `out` (None: only described)."""
     import mcp_types as types
+
+    def say(text: str) -> None:
+        for part in text.splitlines() or [""]:
+            render.line(indent + part)
 
     structured = result.structured_content
     for block in result.content:
         if isinstance(block, types.TextContent):
             if structured is None or not _same_json(block.text, structured):
-                render.line(block.text)
+                say(block.text)
         elif isinstance(block, types.ImageContent | types.AudioContent):
-            path = save(out, tool, block.mime_type, block.data)
-            render.line(f"[{block.type} {block.mime_type}, saved to {path}]")
+            say(f"[{block.type} {block.mime_type}{_kept(out, tool, block.mime_type, block.data)}]")
         elif isinstance(block, types.EmbeddedResource):
-            _resource(block.resource, out, tool)
+            resource = block.resource
+            if isinstance(resource, types.TextResourceContents):
+                say(f"[resource {resource.uri}]")
+                say(resource.text)
+            else:
+                say(f"[resource {resource.uri}{_kept(out, tool, resource.mime_type, resource.blob)}]")
         elif isinstance(block, types.ResourceLink):
-            render.line(f"[resource link {block.uri}" + (f" ({block.name})" if block.name else "") + "]")
+            say(f"[resource link {block.uri}" + (f" ({block.name})" if block.name else "") + "]")
         else:
-            render.line(json.dumps(block.model_dump(by_alias=True, mode="json", exclude_none=True)))
+            say(json.dumps(block.model_dump(by_alias=True, mode="json", exclude_none=True)))
     if structured is not None:
-        render.line(json.dumps(structured, indent=2, ensure_ascii=False))
+        say(json.dumps(structured, indent=2, ensure_ascii=False))
 
 
-def _resource(resource: Any, out: Path, tool: str) -> None:
-    import mcp_types as types
-
-    if isinstance(resource, types.TextResourceContents):
-        render.line(f"[resource {resource.uri}]")
-        render.line(resource.text)
-    elif isinstance(resource, types.BlobResourceContents):
-        path = save(out, tool, resource.mime_type, resource.blob)
-        render.line(f"[resource {resource.uri}, saved to {path}]")
+def _kept(out: Path | None, tool: str, mime_type: str | None, data: str) -> str:
+    if out is None:
+        size = len(base64.b64decode(data, validate=False))
+        return f", {size} bytes, not saved: `emceepee tasks result` saves it"
+    return f", saved to {save(out, tool, mime_type, data)}"
 
 
 def _same_json(text: str, structured: Any) -> bool:

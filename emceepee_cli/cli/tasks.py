@@ -8,12 +8,13 @@ from __future__ import annotations
 import json as jsonlib
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from emceepee_cli.cli import render
 from emceepee_cli.cli.options import DbOpt, JsonOpt
+from emceepee_cli.clock import age
 from emceepee_cli.errors import JournalError, NotFound, UsageError
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ app = typer.Typer(
 IdArg = Annotated[str, typer.Argument(help="A task id, or any unique prefix of one.")]
 LISTING = "See them with: emceepee tasks list --all"
 STATUSES = ("working", "completed", "failed", "cancelled", "expired", "interrupted")
+SHOWN = ("working", "interrupted")  # without --all: what still runs, and what was lost
 
 
 def open_journal(db: Path | None) -> Journal:
@@ -54,30 +56,32 @@ def find(journal: Journal, task_id: str) -> TaskRow:
 def list_(
     status: Annotated[str | None, typer.Option(help="Only tasks in this state.")] = None,
     server: Annotated[str | None, typer.Option(help="Only tasks of this server.")] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Include finished tasks.")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Include the ones that finished.")] = False,
     db: DbOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """List tasks (by default, those still working)."""
+    """List tasks: by default those still working and those an emceepee that stopped interrupted."""
     from emceepee_cli.store.records import task_json
 
     if status is not None and status not in STATUSES:
         raise UsageError(f"Unknown status '{status}'.", hint=f"Use one of: {', '.join(STATUSES)}.")
-    rows = [task_json(r) for r in open_journal(db).tasks(server=server, status=status, include_finished=all_)]
+    found = open_journal(db).tasks(server=server, status=status, include_finished=all_ or status is None)
+    if status is None and not all_:
+        found = [r for r in found if r["status"] in SHOWN]
+    rows = [task_json(r) for r in found]
     if json:
         render.as_json({"tasks": rows})
         return
     render.table(
         "Tasks",
-        ("id", "status", "server", "tool", "created", "detail"),
+        ("id", "status", "call", "age", "detail"),
         (
             (
                 t["task_id"],
                 t["status"],
-                t["server"],
-                t["tool"],
-                t["created_at"],
-                t.get("error") or t.get("status_message") or "",
+                f"{t['server']}.{t['tool']}",
+                age(t["created_at"]),
+                t.get("error") or t.get("status_message") or progress_text(t.get("progress")),
             )
             for t in rows
         ),
@@ -87,43 +91,102 @@ def list_(
 
 @app.command("show")
 def show(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
-    """Show one task."""
+    """Show one task: its call, its state and, once it has one, its result."""
     from emceepee_cli.store.records import task_json
 
-    task = task_json(find(open_journal(db), task_id))
+    row = find(open_journal(db), task_id)
     if json:
-        render.as_json({"task": task})
+        render.as_json({"task": task_json(row)})
         return
-    for key, value in task.items():
-        render.line(f"{key:>16}: {value}")
+    render.fields(describe(row))
+    if row["status"] == "completed" and row["result"]:
+        from emceepee_cli.cli.results import show_result
+        from emceepee_cli.core.calls import outcome
+
+        render.line("result:")
+        found = outcome(row)
+        assert not isinstance(found, dict)  # a completed task has its result
+        show_result(found, None, row["tool"], indent="  ")
+
+
+def describe(row: TaskRow) -> list[tuple[str, str | None]]:
+    """A task as `label: value` pairs, in the order a person reads them."""
+    times = (
+        ("created", row["created_at"]),
+        ("updated", row["last_updated_at"]),
+        ("finished", row.get("finished_at")),
+    )
+    when = [(label, f"{at} ({age(at)} ago)") for label, at in times if at]
+    pairs: list[tuple[str, str | None]] = [
+        ("task", row["task_id"]),
+        ("status", row["status"] + (" (cancel requested)" if row.get("cancel_requested") else "")),
+        ("call", f"{row['server']}.{row['tool']}"),
+        ("args", row.get("args")),
+        *when,
+        ("expires", row.get("expires_at") if row["status"] == "working" else None),
+        ("progress", progress_text(_json(row.get("progress")))),
+        ("message", row.get("status_message")),
+        ("error", row.get("error")),
+    ]
+    return [(label, value) for label, value in pairs if value]
+
+
+def progress_text(progress: dict[str, Any] | None) -> str:
+    """`3/10`, `40%`-free and plain: what a backend reported as progress (and total, and message)."""
+    if not progress:
+        return ""
+    done, total = progress.get("progress"), progress.get("total")
+    text = _number(done) + (f"/{_number(total)}" if total is not None else "")
+    return text + (f" {progress['message']}" if progress.get("message") else "")
+
+
+def _number(value: Any) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def _json(text: str | None) -> dict[str, Any] | None:
+    value = jsonlib.loads(text) if text else None
+    return value if isinstance(value, dict) else None
 
 
 @app.command("result")
-def result(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
-    """Print a finished task's result (as the backend sent it)."""
+def result(
+    task_id: IdArg,
+    out: Annotated[Path, typer.Option("--out", help="Folder for images and other binary content.")] = Path(
+        "."
+    ),
+    db: DbOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Print a finished task's result (as the backend sent it; images and files saved to --out)."""
+    from emceepee_cli.cli.results import show_result
     from emceepee_cli.core.calls import outcome
 
-    out = outcome(find(open_journal(db), task_id))
-    if isinstance(out, dict):
-        raise UsageError(f"Task {out['task']['task_id']} is still working.", hint="Try again later.")
+    row = find(open_journal(db), task_id)
+    found = outcome(row)
+    if isinstance(found, dict):
+        raise UsageError(f"Task {row['task_id']} is still working.", hint="Try again later.")
     if json:
-        render.as_json(out.model_dump(by_alias=True, mode="json", exclude_none=True))
+        render.as_json(found.model_dump(by_alias=True, mode="json", exclude_none=True))
         return
-    for block in out.content:
-        render.line(
-            getattr(block, "text", None) or jsonlib.dumps(block.model_dump(mode="json", exclude_none=True))
-        )
+    show_result(found, out, row["tool"])
 
 
 @app.command("cancel")
-def cancel(task_id: IdArg, db: DbOpt = None) -> None:
+def cancel(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
     """Ask the emceepee process that owns a working task to cancel its backend call."""
+    from emceepee_cli.store.records import task_json
+
     journal = open_journal(db)
     row = find(journal, task_id)
     if row["status"] != "working" or not journal.request_cancel(row["task_id"]):
         now = journal.task(row["task_id"]) or row
-        raise UsageError(f"Task {row['task_id']} is already {now['status']}.")
-    render.line(
+        raise UsageError(f"Task {row['task_id']} is already {now['status']}; there is nothing to cancel.")
+    message = (
         f"Asked the emceepee process that owns task {row['task_id']} to cancel it"
         " (it checks several times a second)."
     )
+    if json:  # as cancel_task says it when another process owns the task
+        render.as_json({"task": task_json(row), "cancel_requested": True, "message": message})
+        return
+    render.line(message)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +38,7 @@ def journal() -> Journal:
 
 
 def test_tasks_list_shows_working_tasks_and_all_with_all(journal: Journal) -> None:
+    """(Interrupted ones are shown by default too: test_interrupted_tasks_are_listed_by_default.)"""
     working = json.loads(cli("tasks", "list", "--json").stdout)["tasks"]
     everything = json.loads(cli("tasks", "list", "--all", "--json").stdout)["tasks"]
     completed = json.loads(cli("tasks", "list", "--status", "completed", "--json").stdout)["tasks"]
@@ -51,7 +54,7 @@ def test_tasks_result_prints_the_backends_result(journal: Journal) -> None:
     plain = cli("tasks", "result", "01bbb")
     as_json = json.loads(cli("tasks", "result", "01BBB", "--json").stdout)
     working = cli("tasks", "result", "01AAA")
-    assert plain.returncode == 0 and plain.stdout.strip() == "the answer"
+    assert plain.returncode == 0 and plain.stdout == 'the answer\n{\n  "n": 42\n}\n'
     assert as_json["structuredContent"] == {"n": 42}
     assert working.returncode == 2 and "still working" in working.stderr
 
@@ -71,3 +74,73 @@ def test_an_ambiguous_or_unknown_prefix_is_a_clear_error(journal: Journal) -> No
     assert ambiguous.returncode == 2 and "matches 2 tasks" in ambiguous.stderr
     assert unknown.returncode == 2 and "emceepee tasks list --all" in unknown.stderr
     assert bad_status.returncode == 2 and "working, completed" in bad_status.stderr
+
+
+def test_interrupted_tasks_are_listed_by_default(journal: Journal) -> None:
+    at = now_iso()
+    journal.insert_task(
+        {
+            "task_id": "01CCCLOST00000000000000000",
+            "instance_id": "01INSTANCE",
+            "server": "echo",
+            "tool": "slow",
+            "args": {},
+            "status": "working",
+            "created_at": at,
+            "last_updated_at": at,
+        }
+    )
+    lost = "emceepee stopped while this call was running (its emceepee process, pid 1, stopped)"
+    journal.finish_task("01CCCLOST00000000000000000", TaskStatus.INTERRUPTED, error=lost)
+    listed = json.loads(cli("tasks", "list", "--json").stdout)["tasks"]
+    table = cli("tasks", "list").stdout
+    assert [(t["task_id"][:5], t["status"]) for t in listed] == [
+        ("01AAA", "working"),
+        ("01CCC", "interrupted"),
+    ]
+    assert "01CCCLOST00000000000000000" in table and "interrupted" in table and "01BBB" not in table
+
+
+def test_tasks_show_renders_the_task_and_its_result_as_text_not_python(journal: Journal) -> None:
+    journal.update_progress("01AAAWORKING00000000000000", {"progress": 1.0, "total": 4.0}, "step one")
+    working = cli("tasks", "show", "01AAA")
+    done = cli("tasks", "show", "01BBB")
+    as_json = json.loads(cli("tasks", "show", "01AAA", "--json").stdout)
+    assert working.returncode == done.returncode == 0, working.stderr + done.stderr
+    lines = working.stdout.splitlines()
+    assert "task:     01AAAWORKING00000000000000" in lines and "call:     echo.slow" in lines
+    assert "progress: 1/4" in lines and "message:  step one" in lines
+    assert "result:" in done.stdout.splitlines() and "  the answer" in done.stdout.splitlines()
+    assert '    "n": 42' in done.stdout.splitlines()
+    assert not any(mark in working.stdout + done.stdout for mark in ("{'", "None", "'progress'"))
+    assert as_json["task"]["progress"] == {"progress": 1.0, "total": 4.0}
+
+
+def test_an_image_in_a_result_is_described_by_show_and_saved_by_result(
+    journal: Journal, tmp_path: Path
+) -> None:
+    at = now_iso()
+    journal.insert_task(
+        {
+            "task_id": "01DDDIMAGE0000000000000000",
+            "instance_id": "01INSTANCE",
+            "server": "media",
+            "tool": "picture",
+            "args": {},
+            "status": "working",
+            "created_at": at,
+            "last_updated_at": at,
+        }
+    )
+    image = {"type": "image", "mimeType": "image/png", "data": base64.b64encode(b"\x89PNG-bytes").decode()}
+    journal.finish_task("01DDDIMAGE0000000000000000", TaskStatus.COMPLETED, result={"content": [image]})
+    shown = cli("tasks", "show", "01DDD")
+    saved = cli("tasks", "result", "01DDD", "--out", str(tmp_path))
+    assert "  [image image/png, 10 bytes, not saved: `emceepee tasks result` saves it]" in shown.stdout
+    assert saved.stdout.strip() == f"[image image/png, saved to {tmp_path / 'picture-1.png'}]"
+    assert (tmp_path / "picture-1.png").read_bytes() == b"\x89PNG-bytes"
+
+
+def test_tasks_cancel_json_is_what_cancel_task_says_for_another_processs_task(journal: Journal) -> None:
+    asked = json.loads(cli("tasks", "cancel", "01AAA", "--json").stdout)
+    assert asked["cancel_requested"] is True and asked["task"]["task_id"] == "01AAAWORKING00000000000000"
