@@ -44,6 +44,20 @@ def open_journal(db: Path | None) -> Journal:
     return journal
 
 
+def reading_tasks(
+    db: Path | None, *, server: str | None, status: str | None, include_finished: bool
+) -> list[TaskRow]:
+    """The journal's tasks, read cheaply (plain read-only SQLite) unless a dead `serve` left
+    something to settle first: then through the journal, as every other command reads them."""
+    from emceepee_cli import paths
+    from emceepee_cli.store import inspect
+
+    path = paths.db_path(db)
+    if not inspect.current(path) or inspect.left_by_dead(path):
+        open_journal(db)  # creates, migrates or refuses the file; settles what the dead left
+    return inspect.tasks(path, server=server, status=status, include_finished=include_finished)
+
+
 def find(journal: Journal, task_id: str) -> TaskRow:
     """The task `task_id` (a unique prefix will do) names."""
     row = journal.task(journal.resolve_task(task_id, listing=LISTING))
@@ -65,7 +79,7 @@ def list_(
 
     if status is not None and status not in STATUSES:
         raise UsageError(f"Unknown status '{status}'.", hint=f"Use one of: {', '.join(STATUSES)}.")
-    found = open_journal(db).tasks(server=server, status=status, include_finished=all_ or status is None)
+    found = reading_tasks(db, server=server, status=status, include_finished=all_ or status is None)
     if status is None and not all_:
         found = [r for r in found if r["status"] in SHOWN]
     rows = [task_json(r) for r in found]

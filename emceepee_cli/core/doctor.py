@@ -204,7 +204,7 @@ def _entry_check(host: hosts.Host, path: Path, name: str, entry: dict[str, Any],
 
 def serve_checks(db: Path) -> list[Check]:
     from emceepee_cli.store import inspect
-    from emceepee_cli.store.instances import instance_alive
+    from emceepee_cli.store.liveness import instance_alive
 
     checks = []
     try:

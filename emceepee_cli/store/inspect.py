@@ -19,10 +19,13 @@ from typing import TYPE_CHECKING, Any, cast
 from emceepee_cli.errors import JournalError
 
 if TYPE_CHECKING:
-    from emceepee_cli.store.records import EventRow, InstanceRow
+    from emceepee_cli.store.records import EventRow, InstanceRow, TaskRow
 
 BUSY_TIMEOUT_S = 2.0
 MIGRATIONS_TABLE = "_sqlite_migrations"
+# The migrations this emceepee knows (store/migrations.py; a test keeps the two the same): a journal
+# with any other was written by a newer emceepee, and is read only through the Journal, which says so.
+KNOWN_MIGRATIONS = ("m001_initial", "m002_pending_and_rounds", "m003_process_start", "m004_spawned")
 COUNTED = {"tasks": "status", "pending": "status", "events": "type", "instances": None, "spawned": None}
 
 
@@ -141,6 +144,42 @@ def instances(path: Path) -> list[InstanceRow]:
         "list[InstanceRow]",
         rows(path, "SELECT * FROM instances WHERE stopped_at IS NULL ORDER BY started_at"),
     )
+
+
+def tasks(
+    path: Path, server: str | None = None, status: str | None = None, include_finished: bool = False
+) -> list[TaskRow]:
+    """The tasks `emceepee tasks list` shows, oldest first (by default those still working)."""
+    where, params = [], []
+    for column, value in (("server", server), ("status", status)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if status is None and not include_finished:
+        where.append("status = 'working'")
+    sql = f"SELECT * FROM tasks WHERE {' AND '.join(where) or '1 = 1'} ORDER BY task_id"
+    return cast("list[TaskRow]", rows(path, sql, tuple(params)))
+
+
+def current(path: Path) -> bool:
+    """The journal exists and has every migration this emceepee knows, and none other."""
+    applied = [r["name"] for r in rows(path, f"SELECT name FROM {MIGRATIONS_TABLE}")]
+    return sorted(applied) == sorted(KNOWN_MIGRATIONS)
+
+
+def left_by_dead(path: Path) -> bool:
+    """Whether a `serve` that is gone left a call working, a question pending or a process
+    running: then the journal must be opened for writing to settle it before it is shown."""
+    from emceepee_cli.store.liveness import instance_alive
+
+    owners = rows(
+        path,
+        "SELECT * FROM instances WHERE instance_id IN ("
+        "SELECT instance_id FROM tasks WHERE status = 'working'"
+        " UNION SELECT instance_id FROM pending WHERE status = 'pending'"
+        " UNION SELECT instance_id FROM spawned)",
+    )
+    return not all(instance_alive(cast("InstanceRow", owner)) for owner in owners)
 
 
 def _count(conn: sqlite3.Connection, table: str, column: str | None) -> dict[str, int] | int:

@@ -27,20 +27,12 @@ import sqlite_utils
 from emceepee_cli.clock import now_iso
 from emceepee_cli.store import proc
 from emceepee_cli.store.db import immediate, mapped
+from emceepee_cli.store.liveness import STALE_ENV as STALE_ENV  # re-exported: used under these names
+from emceepee_cli.store.liveness import heartbeat_s as heartbeat_s
+from emceepee_cli.store.liveness import instance_alive
 from emceepee_cli.store.records import ElicitationStatus, InstanceRow, PendingRow, TaskRow, TaskStatus
 
-HEARTBEAT_S = 5.0
-STALE_AFTER_S = 30.0  # where the process cannot be checked, an owner silent this long is dead
-STALE_ENV = "EMCEEPEE_STALE_AFTER_S"  # a test switch: a shorter staleness (and heartbeat)
 ORPHANED = "emceepee stopped while this call was running"  # how every such error begins, old and new
-
-
-def stale_after_s() -> float:
-    return float(os.environ.get(STALE_ENV) or STALE_AFTER_S)
-
-
-def heartbeat_s() -> float:
-    return min(HEARTBEAT_S, stale_after_s() / 6)
 
 
 class Instances:
@@ -219,17 +211,6 @@ def this_instance(instance_id: str) -> InstanceRow:
         host_name=None,
         host_version=None,
     )
-
-
-def instance_alive(row: InstanceRow) -> bool:
-    """Whether the `serve` of this row still runs (the rule the module docstring gives)."""
-    if row.get("stopped_at"):
-        return False
-    if row["machine"] == socket.gethostname():
-        same = proc.same_process(row["pid"], row.get("proc_start"))
-        if same is not None:
-            return same
-    return bool(row["heartbeat_at"] >= now_iso(-stale_after_s()))
 
 
 def as_instance(row: dict[str, Any]) -> InstanceRow:

@@ -93,6 +93,19 @@ def test_help_lists_every_command_without_importing_any(tmp_path: Path) -> None:
     ]
 
 
+def test_tasks_list_reads_a_current_journal_without_the_sqlite_layer_or_the_sdk(emceepee_home: Path) -> None:
+    Journal().close()  # a journal this emceepee wrote, nothing for a dead serve to settle
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "emceepee_cli", "tasks", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    assert done.returncode == 0 and "No tasks." in done.stdout
+    assert not {m for m in imported if m.split(".")[0] in HEAVY}
+
+
 def test_completing_a_command_name_imports_no_command_and_not_pydantic() -> None:
     env = {
         **os.environ,

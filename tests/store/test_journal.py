@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlite_utils
 
 from emceepee_cli.clock import now_iso
 from emceepee_cli.errors import JournalError
+from emceepee_cli.store import inspect
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.migrations import migrations
 from emceepee_cli.store.records import Event, TaskStatus
@@ -355,3 +357,13 @@ def test_serves_starting_together_each_deliver_a_dead_instances_events_once_in_a
     assert all(isinstance(ids, list) for ids in results), results
     claimed = [event_id for ids in results for event_id in ids]
     assert sorted(claimed) == sorted(f"{d}-{n:02d}" for d in ("D1", "D2", "D3") for n in range(20))
+
+
+def test_the_cheap_reader_knows_every_migration(tmp_path: Path) -> None:
+    """`tasks list` reads a journal with these migrations without sqlite-utils (store/inspect.py)."""
+    path = tmp_path / "j.db"
+    Journal(path).close()
+    assert inspect.current(path)
+    assert [m.name for m in migrations.pending(sqlite_utils.Database(memory=True))] == list(
+        inspect.KNOWN_MIGRATIONS
+    )
