@@ -61,11 +61,22 @@ WriteStream = anyio.abc.ObjectSendStream[SessionMessage]
 
 def resolve_command(command: str, env: Mapping[str, str]) -> str:
     """The executable's full path, looked up on the backend's own PATH."""
-    found = shutil.which(command, path=env.get("PATH"))
+    searched = env.get("PATH")
+    found = shutil.which(command, path=searched)
     if found is None:
+        if os.sep in command:
+            raise BackendError(
+                f"Command '{command}' was not found", hint="Fix the path in the server's `command`."
+            )
+        elsewhere = shutil.which(command)  # emceepee's own PATH: "works in my shell, not in the host"
+        hint = (
+            f"It is at {elsewhere} on emceepee's own PATH: give that full path in the server's `command`."
+            if elsewhere
+            else "Install it, or give its full path in the server's `command`."
+        )
         raise BackendError(
-            f"Command '{command}' was not found" + ("" if os.sep in command else " on PATH"),
-            hint="Install it, or give its full path in the server's `command`.",
+            f"Command '{command}' was not found on PATH (the backend's PATH: {searched or '(not set)'})",
+            hint=hint,
         )
     return found
 

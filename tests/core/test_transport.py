@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -79,6 +80,14 @@ async def test_a_backend_that_ignores_stdin_and_sigterm_is_killed_within_the_bou
     assert info.describe_exit() == "killed by emceepee with SIGKILL" and not alive(pid)
 
 
+def test_a_command_only_on_emceepees_own_path_is_named_with_its_full_path(tmp_path: Path) -> None:
+    with pytest.raises(BackendError) as missing:
+        transport.resolve_command("sh", {"PATH": str(tmp_path)})
+    assert f"(the backend's PATH: {tmp_path})" in missing.value.message
+    assert missing.value.hint is not None
+    assert missing.value.hint.startswith(f"It is at {shutil.which('sh')} on emceepee's own PATH")
+
+
 async def test_a_command_not_on_path_or_a_missing_cwd_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(BackendError) as missing:
         transport.resolve_command("emceepee-no-such-command", {"PATH": str(tmp_path)})
@@ -87,5 +96,7 @@ async def test_a_command_not_on_path_or_a_missing_cwd_is_a_clear_error(tmp_path:
             sys.executable, ["-c", "pass"], env=dict(os.environ), cwd=str(tmp_path / "gone")
         ):
             pass
-    assert missing.value.message == "Command 'emceepee-no-such-command' was not found on PATH"
+    assert missing.value.message == (
+        f"Command 'emceepee-no-such-command' was not found on PATH (the backend's PATH: {tmp_path})"
+    )
     assert "Working directory" in no_cwd.value.message and no_cwd.value.hint == "Fix the server's `cwd`."
