@@ -147,7 +147,8 @@ def _refused(row: PendingRow) -> types.ErrorData | None:
     if row["status"] not in ("expired", "rejected"):
         return None
     code = types.REQUEST_TIMEOUT if row["status"] == "expired" else types.INTERNAL_ERROR
-    message = f"emceepee: the request was {row['status']}: {row.get('error') or ''}".strip()
+    ended = "expired" if row["status"] == "expired" else f"was {row['status']}"
+    message = f"emceepee: the request {ended}: {row.get('error') or ''}".strip()
     return types.ErrorData(code=code, message=message)
 
 

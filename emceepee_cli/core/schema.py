@@ -110,7 +110,21 @@ def problems(instance: Any, schema: Mapping[str, Any] | None, root: str = "args"
         errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
     finally:
         _deadline.reset(token)
-    return [f"{_path(root, e.absolute_path)}: {e.message}" for e in errors]
+    return [f"{_path(root, e.absolute_path)}: {_message(e)}" for e in errors]
+
+
+def _message(error: Any) -> str:
+    """jsonschema's message, with the value shown as JSON (null, true, ["a"]) rather than as Python,
+    and a length limit named."""
+    limits = {"maxItems": "at most", "minItems": "at least", "maxLength": "at most", "minLength": "at least"}
+    if error.validator in limits and isinstance(error.instance, list | str):
+        unit = "items" if isinstance(error.instance, list) else "characters"
+        return f"has {len(error.instance)} {unit}; {limits[error.validator]} {error.validator_value} allowed"
+    message = str(error.message)
+    shown = repr(error.instance)
+    if message.startswith(shown):
+        message = json.dumps(error.instance, ensure_ascii=False, default=repr) + message[len(shown) :]
+    return message.replace(" is not a '", " is not a valid '")
 
 
 def _path(root: str, parts: Any) -> str:

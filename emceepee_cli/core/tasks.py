@@ -174,7 +174,8 @@ class Tasks:
                 if call.stop_as is None and not call.scope.cancel_called:
                     call.stop_as = TaskStatus.INTERRUPTED
                 status = call.stop_as or TaskStatus.CANCELLED
-                call.error = BackendError(f"The call to {call.server}.{call.tool} was {status.value}.")
+                ended = "expired" if status == TaskStatus.EXPIRED else f"was {status.value}"
+                call.error = BackendError(f"The call to {call.server}.{call.tool} {ended}.")
             with anyio.CancelScope(shield=True):
                 await self._end(call)
 

@@ -92,7 +92,7 @@ def test_arguments_that_do_not_match_the_schema_are_refused_before_sending(confi
     done = cli("call", "echo", "add", "a=two", "b=3", "--config", str(config))
     assert (
         done.code == 2
-        and "args.a: 'two' is not of type 'number'" in done.err
+        and "args.a: \"two\" is not of type 'number'" in done.err
         and "Nothing was sent" in done.err
     )
 

@@ -24,10 +24,27 @@ def test_each_wrong_field_is_named_by_its_path() -> None:
     assert wrong == [
         "content: Additional properties are not allowed ('extra' was unexpected)",
         "content.age: -1 is less than the minimum of 0",
-        "content.name: 'ada' does not match '^[A-Z]'",
+        "content.name: \"ada\" does not match '^[A-Z]'",
         "content.tags[1]: 3 is not of type 'string'",
     ]
     assert schema.problems({"name": "Ada", "tags": [], "age": 3}, PERSON) == []
+
+
+def test_a_value_is_shown_as_json_and_a_length_limit_is_named() -> None:
+    limited = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer"},
+            "picks": {"type": "array", "maxItems": 3},
+            "mail": {"type": "string", "format": "email"},
+        },
+    }
+    wrong = schema.problems({"n": None, "picks": ["a", "b", "c", "d"], "mail": "not-an-email"}, limited)
+    assert wrong == [
+        "args.mail: \"not-an-email\" is not a valid 'email'",
+        "args.n: null is not of type 'integer'",
+        "args.picks: has 4 items; at most 3 allowed",
+    ]
 
 
 def test_no_schema_or_a_broken_one_holds_nothing_against_the_value() -> None:
@@ -42,7 +59,7 @@ def test_a_pattern_that_backtracks_is_given_up_within_its_budget() -> None:
     wrong = schema.problems("a" * 5000 + "b", evil)
     assert wrong == [] and time.monotonic() - started < 5 * schema.PATTERN_BUDGET_S
     assert schema.problems("b", {"type": "string", "pattern": "^(a|aa)+$"}) == [
-        "args: 'b' does not match '^(a|aa)+$'"
+        "args: \"b\" does not match '^(a|aa)+$'"
     ]
 
 
