@@ -212,7 +212,7 @@ def add(
         render.warn(warning)
     state = "" if added.spec.enabled else " (disabled: enable it with `emceepee servers enable " + name + "`)"
     render.line(
-        f"Added '{name}' to {added.path}{state}. A running `emceepee serve` picks it up on its next start."
+        f"Added '{name}' to {added.path}{state}. A running `emceepee serve` starts it within a few seconds."
     )
 
 
@@ -226,21 +226,18 @@ def remove(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> No
     if json:
         render.as_json({"removed": name, "config": str(path)})
         return
-    render.line(f"Removed '{name}' from {path}.")
+    render.line(f"Removed '{name}' from {path}. A running `emceepee serve` stops it within a few seconds.")
 
 
 @app.command("enable")
 def enable(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> None:
-    """Switch a server on (serve starts it on its next start)."""
+    """Switch a server on (a running serve starts it within a few seconds)."""
     _switch(name, True, config, json)
 
 
 @app.command("disable")
 def disable(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> None:
-    """Switch a server off, keeping its settings.
-
-    serve leaves it stopped from its next start.
-    """
+    """Switch a server off, keeping its settings (a running serve stops it within a few seconds)."""
     _switch(name, False, config, json)
 
 
