@@ -101,5 +101,7 @@ def _records(columns: list[str], rows: list[list[str]], width: int) -> list[str]
     for i, row in enumerate(rows):
         if i:
             out.append("")
-        out += record(list(zip(columns, row, strict=True)), width)
+        out += record(
+            [(c, v) for c, v in zip(columns, row, strict=True) if v], width
+        )  # an empty cell: no line
     return out

@@ -83,3 +83,9 @@ def test_a_path_too_long_for_its_wrapped_column_is_shown_whole_as_records() -> N
     shown = layout.table(["name", "status", "target"], [["git", "enabled", f"{path} --repository ~/src"]], 60)
     assert shown.records and any(path in line for line in shown.lines)
     assert all(len(line) <= 60 for line in shown.lines)
+
+
+def test_a_record_leaves_out_an_empty_cell() -> None:
+    shown = layout.table(["id", "detail"], [["01A", ""], ["01B", "a-long-unbreakable-word-" * 3]], 30)
+    assert shown.records and "detail:" not in shown.lines[: shown.lines.index("")]
+    assert shown.lines[0] == "id: 01A" and "id:     01B" in shown.lines
