@@ -13,12 +13,15 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from emceepee_cli.cli import render
 from emceepee_cli.errors import EmceepeeError
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 STEP_TIMEOUT_S = 30.0
 
@@ -104,99 +107,115 @@ def _text(result: Any) -> str:
 
 
 async def _drive(config: Path, home: str) -> None:
-    import anyio
     from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
 
     command, args = serve_command()
     params = StdioServerParameters(
         command=command, args=[*args, "--config", str(config)], env={**os.environ, "EMCEEPEE_HOME": home}
     )
     render.line(f"$ {command} {' '.join(params.args)}", style="bold")
-    async with Client(params, mode="legacy") as client:
-
-        async def step(title: str, tool: str, arguments: dict[str, Any]) -> Any:
-            render.line(f"\n▶ {title}", style="bold cyan")
-            render.line(f"  {tool}({json.dumps(arguments)})")
-            with anyio.fail_after(STEP_TIMEOUT_S):
-                result = await client.call_tool(tool, arguments)
-            shown = _text(result)
-            render.line(
-                ("  ✗ " if result.is_error else "  ✓ ") + (shown if len(shown) < 400 else shown[:400] + " …")
-            )
-            return result
-
-        tools = await client.list_tools()
-        render.line(
-            f"The host sees {len(tools.tools)} fixed meta-tools: {', '.join(t.name for t in tools.tools)}"
-        )
-        await step(
-            "Which tools do the backends have? (waits briefly for backends still starting)",
-            "list_tools",
-            {"pattern": "echo|tool_30|crash"},
-        )
-        servers = _structured(await step("Servers and their status", "list_servers", {}))
-        for row in servers.get("servers", []):
-            render.line(
-                f"    {row['name']:<8} {row['status']:<10} tools={row['tools']} {row.get('last_error', '')}"
-            )
-        await step(
-            "Call a backend tool", "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "hi"}}
-        )
-        await step(
-            "Structured results pass through untouched",
-            "execute_tool",
-            {"server": "echo", "tool": "add", "args": {"a": 2, "b": 3}},
-        )
-        await step(
-            "Bad arguments are refused before reaching the backend",
-            "execute_tool",
-            {"server": "echo", "tool": "add", "args": {"a": "two"}},
-        )
-        await step(
-            "The 30th tool of a paginated backend",
-            "execute_tool",
-            {"server": "many", "tool": "tool_30", "args": {"n": 30}},
-        )
-        await step(
-            "A backend crashes mid-call: a clear error, not a hung host",
-            "execute_tool",
-            {"server": "crashy", "tool": "crash", "args": {}},
-        )
-        await step(
-            "…and it is restarted: the next call works",
-            "execute_tool",
-            {"server": "crashy", "tool": "ok", "args": {}},
-        )
-        slow = _structured(
-            await step(
-                "A slow call becomes a task instead of hitting the host's timeout",
-                "execute_tool",
-                {"server": "echo", "tool": "slow", "args": {"seconds": 1.5, "steps": 3}, "timeout_ms": 300},
-            )
-        )
-        task_id = slow["proxy_task"]["task_id"]
-        await step("…and its result is fetched later", "get_task_result", {"task_id": task_id})
-        asked = _structured(
-            await step(
-                "A backend asks the user a question: the host cannot show forms, so it is parked",
-                "execute_tool",
-                {"server": "elicit", "tool": "ask", "args": {"question": "Your name?"}},
-            )
-        )
-        question = asked["saga"]["steps"][0]["step_id"]
-        render.line(f"    (from another terminal you could run: emceepee answer {question[:10]})")
-        await step(
-            "The model answers it (checked against the question's schema)",
-            "respond_to_elicitation",
-            {"request_id": question, "action": "accept", "content": {"name": "Ada"}},
-        )
-        await step(
-            "…and the backend's call completes with that answer",
-            "get_task_result",
-            {"task_id": asked["proxy_task"]["task_id"]},
-        )
-        await step("Resources pass through", "read_resource", {"server": "echo", "uri": "echo://readme"})
-        await step(
-            "Prompts too", "get_prompt", {"server": "echo", "name": "greet", "arguments": {"name": "Ada"}}
-        )
+    log = Path(home) / "serve.log"  # serve's stderr: shown after the steps, not in their midst
+    try:
+        with log.open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
+                await _steps(client)
+    finally:
+        warnings = [
+            line
+            for line in log.read_text(errors="replace").splitlines()
+            if " WARNING " in line or " ERROR " in line
+        ]
+        if warnings:
+            render.line("\nWhat serve logged meanwhile (its stderr, which a host keeps in its log):")
+            for line in warnings:
+                render.line(f"  {line}", style="dim")
     render.line("\nDone: `emceepee serve` stopped and took its backends with it.", style="bold green")
+
+
+async def _steps(client: Client) -> None:
+    import anyio
+
+    async def step(title: str, tool: str, arguments: dict[str, Any]) -> Any:
+        render.line(f"\n▶ {title}", style="bold cyan")
+        render.line(f"  {tool}({json.dumps(arguments)})")
+        with anyio.fail_after(STEP_TIMEOUT_S):
+            result = await client.call_tool(tool, arguments)
+        shown = _text(result)
+        render.line(
+            ("  ✗ " if result.is_error else "  ✓ ") + (shown if len(shown) < 400 else shown[:400] + " …")
+        )
+        return result
+
+    tools = await client.list_tools()
+    render.line(
+        f"The host sees {len(tools.tools)} fixed meta-tools: {', '.join(t.name for t in tools.tools)}"
+    )
+    await step(
+        "Which tools do the backends have? (waits briefly for backends still starting)",
+        "list_tools",
+        {"pattern": "echo|tool_30|crash"},
+    )
+    servers = _structured(await step("Servers and their status", "list_servers", {}))
+    for row in servers.get("servers", []):
+        render.line(
+            f"    {row['name']:<8} {row['status']:<10} tools={row['tools']} {row.get('last_error', '')}"
+        )
+    await step(
+        "Call a backend tool", "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "hi"}}
+    )
+    await step(
+        "Structured results pass through untouched",
+        "execute_tool",
+        {"server": "echo", "tool": "add", "args": {"a": 2, "b": 3}},
+    )
+    await step(
+        "Bad arguments are refused before reaching the backend",
+        "execute_tool",
+        {"server": "echo", "tool": "add", "args": {"a": "two"}},
+    )
+    await step(
+        "The 30th tool of a paginated backend",
+        "execute_tool",
+        {"server": "many", "tool": "tool_30", "args": {"n": 30}},
+    )
+    await step(
+        "A backend crashes mid-call: a clear error, not a hung host",
+        "execute_tool",
+        {"server": "crashy", "tool": "crash", "args": {}},
+    )
+    await step(
+        "…and it is restarted: the next call works",
+        "execute_tool",
+        {"server": "crashy", "tool": "ok", "args": {}},
+    )
+    slow = _structured(
+        await step(
+            "A slow call becomes a task instead of hitting the host's timeout",
+            "execute_tool",
+            {"server": "echo", "tool": "slow", "args": {"seconds": 1.5, "steps": 3}, "timeout_ms": 300},
+        )
+    )
+    task_id = slow["proxy_task"]["task_id"]
+    await step("…and its result is fetched later", "get_task_result", {"task_id": task_id})
+    asked = _structured(
+        await step(
+            "A backend asks the user a question: the host cannot show forms, so it is parked",
+            "execute_tool",
+            {"server": "elicit", "tool": "ask", "args": {"question": "Your name?"}},
+        )
+    )
+    question = asked["saga"]["steps"][0]["step_id"]
+    render.line(f"    (from another terminal you could run: emceepee answer {question[:10]})")
+    await step(
+        "The model answers it (checked against the question's schema)",
+        "respond_to_elicitation",
+        {"request_id": question, "action": "accept", "content": {"name": "Ada"}},
+    )
+    await step(
+        "…and the backend's call completes with that answer",
+        "get_task_result",
+        {"task_id": asked["proxy_task"]["task_id"]},
+    )
+    await step("Resources pass through", "read_resource", {"server": "echo", "uri": "echo://readme"})
+    await step("Prompts too", "get_prompt", {"server": "echo", "name": "greet", "arguments": {"name": "Ada"}})

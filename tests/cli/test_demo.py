@@ -19,3 +19,7 @@ def test_demo_walks_through_every_step_successfully() -> None:
     assert "Say hello to Ada." in done.stdout
     assert "✓ slept 1.5 s" in done.stdout  # fetched from the task
     assert "✓ hello Ada" in done.stdout  # the parked question, answered
+    # serve's own warnings (the broken backend) come after the steps, not in their midst
+    assert "emceepee" not in done.stderr
+    steps, _, logged = done.stdout.partition("What serve logged meanwhile")
+    assert "emceepee-demo-no-such-command" in logged and "WARNING" not in steps
