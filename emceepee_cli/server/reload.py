@@ -2,8 +2,9 @@
 
 Only the servers whose tables changed start, stop or restart (`Servers.reconfigure`); the host
 keeps its session. A file that cannot be read or is not TOML changes nothing: the running config
-stays, and the error is logged. Each reload is logged on stderr and becomes a `config_reloaded`
-event (or `config_reload_failed`), so the host hears of it in its next reply.
+stays, and the error is logged. Each reload is logged on stderr; one that changed something (or
+was asked for with SIGHUP) becomes a `config_reloaded` event, and one that failed a
+`config_reload_failed` event, so the host hears of it in its next reply.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ async def reload(services: Services, path: Path, why: str) -> dict[str, Any]:
             why,
             *(", ".join(data[key]) or "none" for key in ("started", "stopped", "restarted")),
         )
-    services.events.emit("config_reloaded", None, data)
+    if not plan.empty or plan.kept or plan.defaults_changed or why == "SIGHUP":  # else only a touch
+        services.events.emit("config_reloaded", None, data)
     return data
 
 
@@ -85,7 +87,10 @@ async def watch(services: Services, path: Path, hangup: bool = True) -> None:
             if why is None and signature(path) == seen:
                 continue
             seen = await _settled(path)
-            await reload(services, path, why or "the file changed")
+            try:
+                await reload(services, path, why or "the file changed")
+            except Exception:  # a bug in one reload must not end the following
+                log.exception("config reload failed; serve keeps its running config")
 
 
 async def _settled(path: Path) -> Signature:
