@@ -26,6 +26,7 @@ app = typer.Typer(
 
 IdArg = Annotated[str, typer.Argument(help="A task id, or any unique prefix of one.")]
 LISTING = "See them with: emceepee tasks list --all"
+PAGE_SIZE, MAX_PAGE = 50, 500  # as store/pages.py, which the CLI does not import at start-up
 STATUSES = ("working", "completed", "failed", "cancelled", "expired", "interrupted")
 
 
@@ -55,17 +56,23 @@ def list_(
     status: Annotated[str | None, typer.Option(help="Only tasks in this state.")] = None,
     server: Annotated[str | None, typer.Option(help="Only tasks of this server.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Include finished tasks.")] = False,
+    limit: Annotated[
+        int, typer.Option(help="Tasks per page, newest first.", min=1, max=MAX_PAGE)
+    ] = PAGE_SIZE,
+    cursor: Annotated[str | None, typer.Option(help="Where the previous page said to go on.")] = None,
     db: DbOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """List tasks (by default, those still working)."""
+    """List tasks (by default, those still working), newest first, a page at a time."""
+    from emceepee_cli.store.pages import TaskFilter
     from emceepee_cli.store.records import task_json
 
     if status is not None and status not in STATUSES:
         raise UsageError(f"Unknown status '{status}'.", hint=f"Use one of: {', '.join(STATUSES)}.")
-    rows = [task_json(r) for r in open_journal(db).tasks(server=server, status=status, include_finished=all_)]
+    page = open_journal(db).task_page(TaskFilter(server, status, all_), cursor, limit)
+    rows = [task_json(r) for r in page["tasks"]]
     if json:
-        render.as_json({"tasks": rows})
+        render.as_json({**page, "tasks": rows})
         return
     render.table(
         "Tasks",
@@ -83,6 +90,14 @@ def list_(
         ),
         empty="No tasks." + ("" if all_ else " (--all includes finished ones)"),
     )
+    if "next_cursor" in page:
+        words = [f"--status {status}"] if status else []
+        words += [f"--server {server}"] if server else []
+        words += ["--all"] if all_ else []
+        words += [f"--limit {limit}"] if limit != PAGE_SIZE else []
+        words += ["--cursor", page["next_cursor"]]
+        more = f"{page['more']}+" if page.get("more_at_least") else str(page["more"])
+        render.line(f"{more} more; next page: emceepee tasks list {' '.join(words)}")
 
 
 @app.command("show")

@@ -39,6 +39,7 @@ from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.errors import BackendError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import TASKS_LISTED, Journal
+from emceepee_cli.store.pages import TaskFilter, clamp_limit
 from emceepee_cli.store.records import TaskJson, TaskRow, TaskStatus, task_json
 
 CANCEL_WAIT_S = 5.0
@@ -253,12 +254,17 @@ class Tasks:
         return {"server": server, "tasks": [task_json(r) for r in rows], **self.questions.for_server(server)}
 
     async def list_tasks(
-        self, server: str | None, status: str | None, include_completed: bool
+        self,
+        server: str | None,
+        status: str | None,
+        include_completed: bool,
+        cursor: str | None = None,
+        limit: int | None = None,
     ) -> dict[str, Any]:
-        rows = await self.journal.run(
-            Journal.tasks, server=server, status=status, include_finished=include_completed
-        )
-        return {"tasks": [task_json(r) for r in rows]}
+        """A page of tasks, newest first; `next_cursor` and `more` say what is left."""
+        where = TaskFilter(server, status, include_completed)
+        page = await self.journal.run(Journal.task_page, where, cursor, clamp_limit(limit))
+        return {**page, "tasks": [task_json(r) for r in page["tasks"]]}
 
     async def result(self, task_id: str, timeout_ms: int | None, relay: Relay | None) -> Outcome:
         row = await self.row(task_id)

@@ -44,7 +44,7 @@ class Inherited:
     events: list[Event] = field(default_factory=list[Event])
 
 
-async def take_over(journal: AsyncJournal, instance_id: str, retention_s: float) -> Inherited:
+async def take_over(journal: AsyncJournal, instance_id: str) -> Inherited:
     """Register this instance and settle what dead ones left; what it inherits.
 
     A journal that cannot be written here (a full disk) is logged, and `serve` runs anyway:
@@ -55,7 +55,8 @@ async def take_over(journal: AsyncJournal, instance_id: str, retention_s: float)
         interrupted = await journal.run(Journal.interrupt_orphans)
         if interrupted:
             log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
-        await journal.run(Journal.purge_finished, retention_s)
+        if await journal.run(Journal.convert_to_incremental):  # once; before anything else uses the file
+            log.info("journal: switched to incremental vacuum, so purged space goes back to the disk")
         calls = await journal.run(Journal.adopt_orphans, instance_id)
     except JournalError as exc:
         log.error("journal: %s", exc)

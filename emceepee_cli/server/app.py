@@ -68,7 +68,7 @@ def build_server(
             journal = AsyncJournal(await anyio.to_thread.run_sync(Journal, db_path))
             instance_id = new_id()
             try:
-                inherited = await wiring.take_over(journal, instance_id, config.defaults.retention_s)
+                inherited = await wiring.take_over(journal, instance_id)
                 async with anyio.create_task_group() as tg:
                     services = wiring.build(config, tg, journal, instance_id, log_dir)
                     await services.start(inherited)

@@ -27,6 +27,7 @@ from emceepee_cli.redact import redact
 from emceepee_cli.store.db import connect, file_id, mapped
 from emceepee_cli.store.events import EventLog
 from emceepee_cli.store.instances import ORPHANED, Instances, owns_by_mistake
+from emceepee_cli.store.pages import TaskPages
 from emceepee_cli.store.records import (
     ElicitationStatus,
     PendingRow,
@@ -37,6 +38,7 @@ from emceepee_cli.store.records import (
     settling,
 )
 from emceepee_cli.store.recovery import Recovery
+from emceepee_cli.store.retention import Retention
 
 MISTAKEN_ORPHAN = "(status = ? AND instance_id = ? AND error LIKE ?)"  # see owns_by_mistake
 ID_LENGTH = 26  # a whole ULID: no prefix to resolve
@@ -44,7 +46,7 @@ TASKS_LISTED = "list_tasks(include_completed=true) shows the known tasks."
 QUESTIONS_LISTED = "get_elicitations / get_sampling_requests list them."
 
 
-class Journal(EventLog, Instances, Recovery):
+class Journal(EventLog, Instances, Recovery, TaskPages, Retention):
     def __init__(self, path: Path | None = None) -> None:
         self.path = paths.db_path(path)
         self.db = connect(self.path)
@@ -163,15 +165,6 @@ class Journal(EventLog, Instances, Recovery):
         return resolve_prefix(prefix, [*self._ids_like("tasks", "task_id", prefix), *also], "task", listing)
 
     @mapped
-    def purge_finished(self, retention_s: float) -> int:
-        cursor = self.db.execute(
-            "DELETE FROM tasks WHERE status != ? AND finished_at < ?",
-            [TaskStatus.WORKING.value, now_iso(-retention_s)],
-        )
-        self.db.execute("DELETE FROM events WHERE created_at < ?", [now_iso(-retention_s)])
-        return cursor.rowcount
-
-    @mapped
     def set_round(self, task_id: str, request_state: str | None, round_: int) -> None:
         self.db.execute(
             "UPDATE tasks SET request_state = ?, round = ?, last_updated_at = ? WHERE task_id = ?",
@@ -270,10 +263,15 @@ class Journal(EventLog, Instances, Recovery):
         return row
 
     def _ids_like(self, table: str, key: str, prefix: str) -> list[str]:
-        """The ids in `table` that start with `prefix`, whatever its case (LIKE ignores ASCII case)."""
-        pattern = prefix.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        sql = f"SELECT {key} FROM {table} WHERE {key} LIKE ? ESCAPE '\\'"
-        return [str(r[key]) for r in self.db.query(sql, [pattern])]
+        """The ids in `table` that start with `prefix` (as typed, in capitals as ULIDs are, or in small
+        letters), found as ranges of the primary key: a LIKE would read every row of a long history."""
+        found: set[str] = set()
+        typed = prefix.strip()
+        for start in {typed, typed.upper(), typed.lower()} - {""}:
+            end = start[:-1] + chr(ord(start[-1]) + 1)
+            sql = f"SELECT {key} FROM {table} WHERE {key} >= ? AND {key} < ?"
+            found.update(str(r[key]) for r in self.db.query(sql, [start, end]))
+        return sorted(found)
 
     # ---- processes serve spawned (see core/leftovers.py) --------------------------------
 

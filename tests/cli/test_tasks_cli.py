@@ -41,7 +41,7 @@ def test_tasks_list_shows_working_tasks_and_all_with_all(journal: Journal) -> No
     completed = json.loads(cli("tasks", "list", "--status", "completed", "--json").stdout)["tasks"]
     table = cli("tasks", "list").stdout
     assert [t["task_id"] for t in working] == ["01AAAWORKING00000000000000"]
-    assert [t["status"] for t in everything] == ["working", "completed"]
+    assert [t["status"] for t in everything] == ["completed", "working"]  # newest first
     assert [t["tool"] for t in completed] == ["echo"]
     assert set(working[0]) == {"task_id", "status", "server", "tool", "created_at", "last_updated_at"}
     assert "01AAAWORKING00000000000000" in table and "slow" in table
