@@ -31,6 +31,7 @@ Once initialized, its tools misbehave on request:
     pattern_arg(s)        `s` back; its schema's `pattern` backtracks catastrophically on "aaa…b"
     listings()            how many tools/list requests it has answered, as text
     stderr_lines(mb)      about mb MiB of short lines on stderr, then "lines written"
+    environment()         the names of this process's environment variables, as a JSON list
 
 Everything diagnostic goes to stderr; stdout is the protocol wire.
 """
@@ -60,6 +61,7 @@ TOOLS: dict[str, dict[str, Any]] = {
     "pattern_arg": {"s": {"type": "string", "pattern": "^(a|aa)+$"}},
     "listings": {},
     "stderr_lines": {"mb": {"type": "number"}},
+    "environment": {},
 }
 
 listings = 0
@@ -134,6 +136,8 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
             sys.stderr.buffer.write(line)
         sys.stderr.buffer.flush()
         result(request_id, text("lines written"))
+    elif name == "environment":
+        result(request_id, text(json.dumps(sorted(os.environ))))
     else:
         send(
             {
