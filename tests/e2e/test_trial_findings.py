@@ -1,0 +1,44 @@
+"""What a user trial of emceepee with real backends found, pinned through the real `serve` process:
+how a promotion for a question is worded, how a call cut by emceepee's own stop reads, a question
+outliving the task TTL, a host that gives up on a call, and what a pending question costs a reply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from tests.support import example_table, serving, still_answering, texts, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+def elicit_config(tmp_path: Path, defaults: str = "") -> Path:
+    return write_config(tmp_path / "config.toml", defaults, example_table("elicit", "elicit.py"))
+
+
+async def ask(client: Client, question: str, timeout_ms: int = 30_000) -> Any:
+    args = {"server": "elicit", "tool": "ask", "args": {"question": question}, "timeout_ms": timeout_ms}
+    return await client.call_tool("execute_tool", args)
+
+
+async def test_a_call_promoted_beside_a_question_on_its_server_says_so(tmp_path: Path) -> None:
+    replies: list[Any] = []
+    async with serving(elicit_config(tmp_path)) as client:
+        with anyio.fail_after(30):
+            await client.call_tool("list_servers", {})
+
+            async def one(question: str) -> None:
+                replies.append(await ask(client, question))
+
+            async with anyio.create_task_group() as tg:  # two calls in flight: a question is the server's
+                tg.start_soon(one, "First?")
+                tg.start_soon(one, "Second?")
+            await still_answering(client)
+    for reply in replies:
+        summary = texts(reply)[0]
+        assert "is still running" not in summary
+        assert "waits for an answer to a question" in summary and "respond_to_elicitation" in summary
