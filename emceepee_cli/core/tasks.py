@@ -73,6 +73,7 @@ class Tasks:
         self.rounds = Rounds(journal, questions, runtime)
         self.recorder = Recorder(journal, events, runtime, instance_id)
         self.calls: dict[str, Call] = {}
+        self.stopping: str | None = None  # why emceepee is stopping, once it is
 
     def __repr__(self) -> str:
         return f"<Tasks in_flight={len(self.calls)}>"
@@ -176,6 +177,13 @@ class Tasks:
                     call.stop_as = TaskStatus.INTERRUPTED
                 status = call.stop_as or TaskStatus.CANCELLED
                 call.error = BackendError(f"The call to {call.server}.{call.tool} was {status.value}.")
+            if call.result is None and self.stopping is not None:
+                # emceepee stopped the backend itself: whatever the call ended with, that is why.
+                call.stop_as = TaskStatus.INTERRUPTED
+                call.error = BackendError(
+                    f"emceepee serve stopped ({self.stopping}) while the call to {call.server}.{call.tool}"
+                    " was running; the backend was stopped with it."
+                )
             with anyio.CancelScope(shield=True):
                 await self._end(call)
 
@@ -317,8 +325,9 @@ class Tasks:
         with anyio.move_on_after(CANCEL_WAIT_S):
             await call.settled.wait()
 
-    def stop_all(self) -> None:
-        """emceepee is stopping: every call still running ends as interrupted."""
+    def stop_all(self, why: str = "it was told to stop") -> None:
+        """emceepee is stopping (`why`): every call still running ends as interrupted, and says so."""
+        self.stopping = why
         for call in self.calls.values():
             call.stop_as = TaskStatus.INTERRUPTED
 

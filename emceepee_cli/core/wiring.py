@@ -95,10 +95,10 @@ class Services:
         self.events.replay(inherited.events)
         await self.tasks.adopt(inherited.calls)
 
-    def stop(self) -> None:
-        """Stop the watcher and every backend; calls still running end as interrupted."""
+    def stop(self, why: str = "it was told to stop") -> None:
+        """Stop the watcher and every backend; calls still running end as interrupted, saying `why`."""
         self.watcher.stop()
-        self.tasks.stop_all()
+        self.tasks.stop_all(why)
         self.servers.stop_all()
 
     async def await_activity(self, timeout_ms: int, since_event_id: str | None = None) -> dict[str, Any]:

@@ -72,10 +72,12 @@ def build_server(
                 async with anyio.create_task_group() as tg:
                     services = wiring.build(config, tg, journal, instance_id, log_dir)
                     await services.start(inherited)
+                    why = "it was told to stop"  # a signal: see _exit_on_signal
                     try:
                         yield services
+                        why = "the host closed its connection"
                     finally:
-                        services.stop()
+                        services.stop(why)
             finally:
                 await journal.shutdown(instance_id)
         finally:

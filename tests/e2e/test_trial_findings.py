@@ -11,7 +11,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from tests.support import example_table, serving, still_answering, texts, write_config
+from emceepee_cli.store.journal import Journal
+from tests.support import example_table, payload, serving, still_answering, texts, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -42,3 +43,21 @@ async def test_a_call_promoted_beside_a_question_on_its_server_says_so(tmp_path:
         summary = texts(reply)[0]
         assert "is still running" not in summary
         assert "waits for an answer to a question" in summary and "respond_to_elicitation" in summary
+
+
+async def test_a_task_cut_by_a_normal_stop_says_emceepee_stopped_and_why_not_the_backend(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path / "config.toml", example_table("echo", "echo.py"))
+    async with serving(config) as client:
+        with anyio.fail_after(30):
+            await client.call_tool("list_servers", {})
+            slow = {"server": "echo", "tool": "slow", "args": {"seconds": 60, "steps": 1}, "timeout_ms": 10}
+            task = payload(await client.call_tool("execute_tool", slow))["proxy_task"]
+    # The host closed stdin: serve stopped the backend, then itself.
+    row = Journal().task(task["task_id"])
+    assert row is not None and row["status"] == "interrupted"
+    assert row["error"] == (
+        "emceepee serve stopped (the host closed its connection) while the call to echo.slow was running;"
+        " the backend was stopped with it."
+    )
