@@ -26,7 +26,7 @@ import mcp_types as types
 from mcp import ClientSession
 
 from emceepee_cli.config import Defaults
-from emceepee_cli.core import sagas
+from emceepee_cli.core import lifetime, sagas
 from emceepee_cli.core.answers import already_answered, step_answer
 from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.calls import Call, CallState, Relay, final_row, journal_warning, outcome, task_row
@@ -349,7 +349,17 @@ class Tasks:
 
     async def expire_due(self) -> None:
         for call in [c for c in self.calls.values() if c.expired and not c.ended]:
-            await self.stop(call, TaskStatus.EXPIRED)
+            if not self._extend_for_question(call):
+                await self.stop(call, TaskStatus.EXPIRED)
+
+    def _extend_for_question(self, call: Call) -> bool:
+        """A call that waits on a question outlives its TTL (see core/lifetime.py); True if it does."""
+        expires_at = lifetime.extend_for_questions(
+            call, self.questions.listed(server=call.server), self.defaults.task_ttl_max_ms / 1000
+        )
+        if expires_at is not None and call.promoted:
+            self.runtime.write(self.journal, Journal.set_expiry, call.call_id, expires_at)
+        return expires_at is not None
 
     async def cancel_requested(self) -> None:
         for task_id in await self.journal.run(Journal.cancel_requests, self.instance_id):

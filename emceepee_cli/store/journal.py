@@ -112,6 +112,13 @@ class Journal(EventLog, Instances, Recovery, TaskPages, Retention):
         )
 
     @mapped
+    def set_expiry(self, task_id: str, expires_at: str) -> None:
+        self.db.execute(
+            "UPDATE tasks SET expires_at = ?, last_updated_at = ? WHERE task_id = ? AND status = ?",
+            [expires_at, now_iso(), task_id, TaskStatus.WORKING.value],
+        )
+
+    @mapped
     def request_cancel(self, task_id: str) -> bool:
         cursor = self.db.execute(
             "UPDATE tasks SET cancel_requested = 1, last_updated_at = ? WHERE task_id = ? AND status = ?",

@@ -4,6 +4,7 @@ outliving the task TTL, a host that gives up on a call, and what a pending quest
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +62,24 @@ async def test_a_task_cut_by_a_normal_stop_says_emceepee_stopped_and_why_not_the
         "emceepee serve stopped (the host closed its connection) while the call to echo.slow was running;"
         " the backend was stopped with it."
     )
+
+
+async def test_a_parked_question_outlives_the_task_ttl_until_its_own_timeout(tmp_path: Path) -> None:
+    config = elicit_config(tmp_path, "[defaults]\ntask_ttl_ms = 1500\npending_timeout_ms = 60000\n")
+    async with serving(config) as client:
+        with anyio.fail_after(40):
+            await client.call_tool("list_servers", {})
+            promoted = payload(await ask(client, "Name?", timeout_ms=0))
+            task_id = promoted["proxy_task"]["task_id"]
+            past_ttl = time.monotonic() + 3.0
+            while time.monotonic() < past_ttl:  # the TTL passes while the question waits
+                await client.call_tool("await_activity", {"timeout_ms": 500})
+            task = payload(await client.call_tool("get_task", {"task_id": task_id}))["task"]
+            [question] = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
+            await client.call_tool(
+                "respond_to_elicitation",
+                {"request_id": question["request_id"], "action": "accept", "content": {"name": "Ada"}},
+            )
+            result = await client.call_tool("get_task_result", {"task_id": task_id})
+    assert task["status"] == "working" and task["expires_at"] >= question["expires_at"]
+    assert texts(result) == ["hello Ada"]
