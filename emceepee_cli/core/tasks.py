@@ -98,6 +98,8 @@ class Tasks:
             if not call.ended:  # the host gave up on this call: so do we, as a direct call would
                 call.stop_as = TaskStatus.CANCELLED
                 call.scope.cancel()
+                if self.stopping is None:  # not emceepee's own stop: the host's limit, or its cancel
+                    lifetime.host_gave_up(call, self.events)
             raise
         if call.state == CallState.ANSWERED:
             if call.error is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from emceepee_cli.store.journal import Journal
 from tests.support import example_table, payload, serving, still_answering, texts, write_config
@@ -83,3 +83,26 @@ async def test_a_parked_question_outlives_the_task_ttl_until_its_own_timeout(tmp
             result = await client.call_tool("get_task_result", {"task_id": task_id})
     assert task["status"] == "working" and task["expires_at"] >= question["expires_at"]
     assert texts(result) == ["hello Ada"]
+
+
+async def test_a_call_the_host_gives_up_on_leaves_an_event_and_a_log_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.toml", example_table("echo", "echo.py"))
+    async with serving(config) as client:
+        with anyio.fail_after(30):
+            await client.call_tool("list_tools", {"server": "echo"})  # waits until echo is ready
+            slow = {
+                "server": "echo",
+                "tool": "slow",
+                "args": {"seconds": 20, "steps": 1},
+                "timeout_ms": 30_000,
+            }
+            with pytest.raises(MCPError):  # the host's own limit, well below timeout_ms
+                await client.call_tool("execute_tool", slow, read_timeout_seconds=1)
+            while True:
+                activity = payload(await client.call_tool("await_activity", {"timeout_ms": 5000}))
+                gave_up = [e for e in activity["events"] if e["type"] == "call_cancelled_by_host"]
+                if gave_up:
+                    break
+            await still_answering(client)
+    assert gave_up[0]["server"] == "echo" and gave_up[0]["data"]["tool"] == "slow"
+    assert "Keep timeout_ms below the host's limit" in gave_up[0]["data"]["hint"]
