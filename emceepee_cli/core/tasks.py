@@ -108,10 +108,11 @@ class Tasks:
             return call.result
         await self.recorder.promote(call)
         self.events.emit("task_created", call.server, {"task_id": call.call_id, "tool": call.tool})
+        saga = self.saga(call.call_id)  # its questions whole, once: the rest of the reply reminds
         return {
             "proxy_task": await self.get_json(call.call_id),
             "pending_on_server": await self.pending_on_server(call.server),
-            **self.saga(call.call_id),
+            **saga,
             **journal_warning(call),
         }
 
@@ -241,7 +242,9 @@ class Tasks:
 
     def saga(self, task_id: str) -> dict[str, Any]:
         """A task blocked on questions, as a saga the model can resume; empty when it is not."""
-        return sagas.view(self.install_key, task_id, self.questions.listed(task_id=task_id))
+        asked = self.questions.listed(task_id=task_id)
+        self.questions.shown(q["request_id"] for q in asked)
+        return sagas.view(self.install_key, task_id, asked)
 
     async def row(self, task_id: str) -> TaskRow:
         unjournaled = self.recorder.unjournaled

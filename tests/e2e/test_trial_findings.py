@@ -4,6 +4,7 @@ outliving the task TTL, a host that gives up on a call, and what a pending quest
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from mcp import Client, MCPError
 
 from emceepee_cli.store.journal import Journal
-from tests.support import example_table, payload, serving, still_answering, texts, write_config
+from tests.support import envelope, example_table, payload, serving, still_answering, texts, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -106,3 +107,28 @@ async def test_a_call_the_host_gives_up_on_leaves_an_event_and_a_log_line(tmp_pa
             await still_answering(client)
     assert gave_up[0]["server"] == "echo" and gave_up[0]["data"]["tool"] == "slow"
     assert "Keep timeout_ms below the host's limit" in gave_up[0]["data"]["hint"]
+
+
+async def test_a_pending_question_is_shown_whole_once_then_as_a_short_reminder(tmp_path: Path) -> None:
+    async with serving(elicit_config(tmp_path)) as client:
+        with anyio.fail_after(30):
+            await client.call_tool("list_servers", {})
+            promoted = await ask(client, "Name?")  # promoted once the question comes
+            later = await client.call_tool("list_servers", {})
+            again = await client.call_tool("list_servers", {})
+            listed = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
+    whole = json.dumps(listed[0]["requested_schema"], separators=(",", ":"))
+    promotion = "".join(texts(promoted, with_envelope=True))
+    assert promotion.count(whole) == 1  # in the saga's step, not again beside it
+    for reply in (later, again):
+        [reminder] = envelope(reply)["pending_client_action"]["elicitations"]
+        assert reminder == {
+            "request_id": listed[0]["request_id"],
+            "server": "elicit",
+            "kind": "elicitation",
+            "message": "Name?",
+            "task_id": listed[0]["task_id"],
+            "expires_at": listed[0]["expires_at"],
+            "details": "get_elicitations(server='elicit')",
+        }
+    assert len(json.dumps(envelope(again))) < 400
