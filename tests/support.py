@@ -206,7 +206,7 @@ async def until_event(client: Client, wanted: str, task_id: str) -> dict[str, An
                 return activity
 
 
-DEADLINE_S = 20.0
+DEADLINE_S = 30.0  # generous: a loaded machine starts the CLI and its backend slowly
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 

@@ -431,7 +431,7 @@ def test_an_unknown_server_field_suggests_the_closest_known_one() -> None:
 def test_an_unknown_field_with_no_close_match_lists_the_known_ones() -> None:
     [problem] = problems_of('[servers.git]\ncommand = "uvx"\nzzz = 1\n')
 
-    known = "command, args, env, cwd, url, headers, enabled, protocol, elicitation, sampling"
+    known = "command, args, env, cwd, url, headers, enabled, protocol, elicitation, sampling, pass_env"
     assert problem.endswith(f"unknown field; known: {known}")
 
 
@@ -549,6 +549,12 @@ def test_a_server_that_is_not_a_table_is_a_problem() -> None:
         ('max_wait_ms = "50s"', "defaults.max_wait_ms", "must be a positive integer (got '50s')"),
         ("retention_s = true", "defaults.retention_s", "must be a positive integer (got True)"),
         ('elicitation = "ask"', "defaults.elicitation", "must be one of auto, forward, park (got 'ask')"),
+        ('pass_env = "UV_*"', "defaults.pass_env", "must be an array of strings (got 'UV_*')"),
+        (
+            'pass_env = ["UV_*", "A B"]',
+            "defaults.pass_env",
+            "must be variable names or prefixes ending in '*', like LC_* (got 'A B')",
+        ),
     ],
 )
 def test_a_bad_defaults_value_falls_back_to_the_default_with_a_problem(
@@ -648,3 +654,14 @@ def test_parse_env_pairs_refuses_a_pair_without_equals_or_name(pair: str, expect
 
     assert caught.value.message == expected
     assert caught.value.hint is not None and "--env NAME=value" in caught.value.hint
+
+
+def test_pass_env_is_read_from_the_defaults_and_from_a_server() -> None:
+    write_config(
+        '[defaults]\npass_env = ["UV_*"]\n\n[servers.a]\ncommand = "a"\npass_env = ["PIP_INDEX_URL"]\n'
+    )
+
+    config = load_config()
+
+    assert config.defaults.pass_env == ("UV_*",) and config.servers["a"].pass_env == ("PIP_INDEX_URL",)
+    assert config.problems == ()

@@ -19,6 +19,7 @@ from emceepee_cli.errors import JournalError, NotFound, UsageError
 
 if TYPE_CHECKING:
     from emceepee_cli.store.journal import Journal
+    from emceepee_cli.store.pages import TaskFilter, TaskPage
     from emceepee_cli.store.records import TaskRow
 
 app = typer.Typer(
@@ -27,8 +28,8 @@ app = typer.Typer(
 
 IdArg = Annotated[str, typer.Argument(help="A task id, or any unique prefix of one.")]
 LISTING = "See them with: emceepee tasks list --all"
+PAGE_SIZE, MAX_PAGE_SIZE = 50, 500  # as store/pages.py, not imported until a command runs
 STATUSES = ("working", "completed", "failed", "cancelled", "expired", "interrupted")
-SHOWN = ("working", "interrupted")  # without --all: what still runs, and what was lost
 
 
 def open_journal(db: Path | None) -> Journal:
@@ -44,9 +45,7 @@ def open_journal(db: Path | None) -> Journal:
     return journal
 
 
-def reading_tasks(
-    db: Path | None, *, server: str | None, status: str | None, include_finished: bool
-) -> list[TaskRow]:
+def reading_tasks(db: Path | None, where: TaskFilter, cursor: str | None, limit: int) -> TaskPage:
     """The journal's tasks, read cheaply (plain read-only SQLite) unless a dead `serve` left
     something to settle first: then through the journal, as every other command reads them."""
     from emceepee_cli import paths
@@ -55,7 +54,7 @@ def reading_tasks(
     path = paths.db_path(db)
     if not inspect.current(path) or inspect.left_by_dead(path):
         open_journal(db)  # creates, migrates or refuses the file; settles what the dead left
-    return inspect.tasks(path, server=server, status=status, include_finished=include_finished)
+    return inspect.task_page(path, where, cursor, limit)
 
 
 def find(journal: Journal, task_id: str) -> TaskRow:
@@ -70,21 +69,28 @@ def find(journal: Journal, task_id: str) -> TaskRow:
 def list_(
     status: Annotated[str | None, typer.Option(help="Only tasks in this state.")] = None,
     server: Annotated[str | None, typer.Option(help="Only tasks of this server.")] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Include the ones that finished.")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Include finished tasks.")] = False,
+    limit: Annotated[
+        int, typer.Option(help=f"Tasks per page, newest first (1 to {MAX_PAGE_SIZE}).")
+    ] = PAGE_SIZE,
+    cursor: Annotated[str | None, typer.Option(help="Where the previous page said to go on.")] = None,
     db: DbOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """List tasks: by default those still working and those an emceepee that stopped interrupted."""
+    """List tasks, newest first, a page at a time: by default those still working and those an
+    emceepee that stopped interrupted."""
     from emceepee_cli.store.records import task_json
 
     if status is not None and status not in STATUSES:
         raise UsageError(f"Unknown status '{status}'.", hint=f"Use one of: {', '.join(STATUSES)}.")
-    found = reading_tasks(db, server=server, status=status, include_finished=all_ or status is None)
-    if status is None and not all_:
-        found = [r for r in found if r["status"] in SHOWN]
-    rows = [task_json(r) for r in found]
+    if not 1 <= limit <= MAX_PAGE_SIZE:  # checked here: a typer range would load pydantic at start-up
+        raise UsageError(f"--limit {limit} is out of range.", hint=f"Use 1 to {MAX_PAGE_SIZE} tasks a page.")
+    from emceepee_cli.store.pages import TaskFilter
+
+    page = reading_tasks(db, TaskFilter(server, status, all_), cursor, limit)
+    rows = [task_json(r) for r in page["tasks"]]
     if json:
-        render.as_json({"tasks": rows})
+        render.as_json({**page, "tasks": rows})
         return
     render.table(
         "Tasks",
@@ -101,6 +107,14 @@ def list_(
         ),
         empty="No tasks." + ("" if all_ else " (--all includes finished ones)"),
     )
+    if "next_cursor" in page:
+        words = [f"--status {status}"] if status else []
+        words += [f"--server {server}"] if server else []
+        words += ["--all"] if all_ else []
+        words += [f"--limit {limit}"] if limit != PAGE_SIZE else []
+        words += ["--cursor", page["next_cursor"]]
+        more = f"{page['more']}+" if page.get("more_at_least") else str(page["more"])
+        render.line(f"{more} more; next page: emceepee tasks list {' '.join(words)}")
 
 
 @app.command("show")

@@ -30,6 +30,7 @@ from emceepee_cli.config.model import (
 from emceepee_cli.errors import ConfigError
 
 TOP_LEVEL = ("defaults", "servers")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
 # Always fullmatch: `$` in a match() would let "abc\n" through, and a name becomes a file name.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 PERMISSION_HINT = "Check the file's permissions, or point EMCEEPEE_CONFIG at another file."
@@ -115,7 +116,9 @@ def _parse_defaults(raw: object) -> tuple[Defaults, list[ConfigProblem]]:
     values: dict[str, Any] = {
         name: r.positive_int(name, value) if isinstance(value, int) else r.choice(name, POLICIES, value)
         for name, value in vars(base).items()
+        if not isinstance(value, tuple)
     }
+    values["pass_env"] = _pass_env(r)
     defaults = Defaults(**values)
     if defaults.task_ttl_ms > defaults.task_ttl_max_ms:
         r.add("task_ttl_ms", f"must not exceed task_ttl_max_ms (got {defaults.task_ttl_ms})")
@@ -161,10 +164,21 @@ def parse_server(name: str, raw: object) -> tuple[ServerSpec | None, list[Config
         protocol=r.choice("protocol", PROTOCOLS, "legacy"),
         elicitation=r.choice("elicitation", POLICIES),
         sampling=r.choice("sampling", POLICIES),
+        pass_env=_pass_env(r),
     )
     _check_shape(table, r)
     problems += r.problems or _ref_problems(spec, None)
     return (None if problems else spec), problems
+
+
+def _pass_env(r: _Reader) -> tuple[str, ...]:
+    """Variable names, or prefixes ending in `*` (like `LC_*`)."""
+    names = r.strings("pass_env")
+    bad = [n for n in names if not _ENV_NAME.fullmatch(n)]
+    if bad:
+        r.add("pass_env", f"must be variable names or prefixes ending in '*', like LC_* (got {bad[0]!r})")
+        return ()
+    return names
 
 
 def _check_shape(table: Mapping[str, object], r: _Reader) -> None:

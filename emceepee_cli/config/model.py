@@ -38,6 +38,7 @@ class ServerSpec:
     protocol: Protocol = "legacy"
     elicitation: Policy | None = None
     sampling: Policy | None = None
+    pass_env: tuple[str, ...] = ()  # more of emceepee's variables for a stdio backend (NAME or PREFIX*)
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -73,6 +74,7 @@ class Defaults:
     pending_timeout_ms: int = 600_000  # a pending elicitation/sampling request expires after this
     elicitation: Policy = "auto"
     sampling: Policy = "auto"
+    pass_env: tuple[str, ...] = ()  # passed to every stdio backend, beyond core/environment.py's list
 
 
 @dataclass(frozen=True)

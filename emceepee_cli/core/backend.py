@@ -32,7 +32,7 @@ from mcp.client.session import ClientRequestContext
 from emceepee_cli import __version__
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.core import connect, listing, transport
-from emceepee_cli.core.failures import brief, closed, closest, describe, leaves
+from emceepee_cli.core.failures import answered_with_error, brief, closed, closest, describe, leaves
 from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound
 from emceepee_cli.store.records import Kind
 
@@ -366,8 +366,7 @@ class Backend:
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 raise await self._connection_lost(what) from exc
-            message = f"Backend '{self.name}' answered {what} with error {exc.code}: {brief(exc.message)}"
-            raise BackendError(message) from exc
+            raise answered_with_error(self.name, what, exc.code, exc.message) from exc
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
             raise await self._connection_lost(what) from exc
         except TimeoutError as exc:

@@ -11,11 +11,11 @@ from typing import Any
 import httpx2
 from mcp import ClientSession
 from mcp.client._probe import negotiate_auto
-from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.core import transport
+from emceepee_cli.core.environment import backend_env
 from emceepee_cli.errors import BackendError
 
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=None)  # a call may wait minutes on a parked question
@@ -39,7 +39,7 @@ async def open_transport(
             yield (read, write), None
         return
     assert spec.command is not None
-    env = get_default_environment() | dict(spec.env)
+    env = backend_env(spec.env, spec.pass_env)
     try:
         opened = transport.open_stdio(
             spec.command,

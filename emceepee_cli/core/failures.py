@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 import anyio
 import mcp_types as types
 from mcp import MCPError
 
-from emceepee_cli.errors import EmceepeeError
+from emceepee_cli.errors import BackendError, EmceepeeError
+
+_QUOTED_CODE = re.compile(r"^\s*(MCP error\s*)?-?\d+\s*:\s*")  # "MCP error -32602: …", as SDKs prefix it
+_LISTING = {"tools/call": "list_tools", "resources/read": "list_resources", "prompts/get": "list_prompts"}
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -48,3 +52,17 @@ def closest(name: str, known: Iterable[str]) -> str:
     """A "did you mean" for a name that is not among `known`; empty when nothing is close."""
     close = difflib.get_close_matches(name, list(known), n=3)
     return f" Did you mean: {', '.join(close)}?" if close else ""
+
+
+def answered_with_error(server: str, what: str, code: int, message: str) -> BackendError:
+    """A backend's JSON-RPC error for one request, said once (without the code it quotes again), with
+    what to do next: for bad arguments or an unknown name, look at what the backend offers."""
+    said = brief(_QUOTED_CODE.sub("", message, count=1) or message)
+    listing = _LISTING.get(what.split(" ", 1)[0])
+    if code in (types.INVALID_PARAMS, types.METHOD_NOT_FOUND, -32002) and listing:
+        hint = f"Check the name and arguments against {listing}(server='{server}'), then call again."
+    elif code == types.METHOD_NOT_FOUND:
+        hint = f"Backend '{server}' does not support this request."
+    else:
+        hint = f"This is the backend's own error; get_logs(server='{server}') may say more."
+    return BackendError(f"Backend '{server}' answered {what} with error {code}: {said}", hint=hint)

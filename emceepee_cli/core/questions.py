@@ -16,7 +16,7 @@ given to `on_waiting` (the tasks register one at wiring): this module knows noth
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,6 +27,7 @@ from emceepee_cli.config import Defaults, Policy
 from emceepee_cli.core.answers import answer_question
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.host import HostLink
+from emceepee_cli.core.reminders import reminder
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.errors import BackendError, EmceepeeError
 from emceepee_cli.ids import new_id
@@ -51,6 +52,7 @@ class Question:
     row: PendingRow
     answered: anyio.Event = field(default_factory=anyio.Event)
     forwarding: bool = False
+    shown: bool = False  # a reply has carried it whole: later ones carry a reminder (core/reminders.py)
 
     def __repr__(self) -> str:
         return f"<Question {self.request_id} {self.row['kind']} {self.row['server']} {self.row['status']}>"
@@ -302,14 +304,29 @@ class Questions:
         ]
 
     def for_client(self) -> dict[str, Any]:
-        """Category 4: questions from backends awaiting an answer (empty when there are none)."""
-        elicitations, sampling = self.listed(Kind.ELICITATION), self.listed(Kind.SAMPLING)
+        """Category 4: questions from backends awaiting an answer (empty when there are none), each
+        whole the first time a reply carries it and a reminder after."""
+        elicitations, sampling = self._once(Kind.ELICITATION), self._once(Kind.SAMPLING)
         return (
             {"elicitations": elicitations, "sampling_requests": sampling} if elicitations or sampling else {}
         )
 
     def for_server(self, server: str) -> dict[str, Any]:
         return {
-            "elicitations_for_server": self.listed(Kind.ELICITATION, server),
-            "sampling_requests_for_server": self.listed(Kind.SAMPLING, server),
+            "elicitations_for_server": self._once(Kind.ELICITATION, server),
+            "sampling_requests_for_server": self._once(Kind.SAMPLING, server),
         }
+
+    def shown(self, request_ids: Iterable[str]) -> None:
+        """These questions were just shown whole (as a saga's steps): the rest of a reply reminds."""
+        for request_id in request_ids:
+            if (question := self.live.get(request_id)) is not None:
+                question.shown = True
+
+    def _once(self, kind: str, server: str | None = None) -> list[Any]:
+        out = []
+        for question in self.listed(kind, server):
+            live = self.live[question["request_id"]]
+            out.append(reminder(question) if live.shown else question)
+            live.shown = True
+        return out

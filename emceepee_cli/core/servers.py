@@ -12,6 +12,7 @@ Every failure is an `EmceepeeError` that says what to do next.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,8 @@ class Servers:
             self._start(spec)
 
     def _start(self, spec: ServerSpec) -> Backend:
+        if self.config.defaults.pass_env:  # every backend's, then its own
+            spec = replace(spec, pass_env=(*self.config.defaults.pass_env, *spec.pass_env))
         backend = Backend(spec, self, self.log_dir)
         self.backends[spec.name] = backend
         self.runtime.spawn(backend.run, name=f"backend {spec.name}")

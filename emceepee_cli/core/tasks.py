@@ -26,7 +26,7 @@ import mcp_types as types
 from mcp import ClientSession
 
 from emceepee_cli.config import Defaults
-from emceepee_cli.core import sagas
+from emceepee_cli.core import lifetime, sagas
 from emceepee_cli.core.answers import already_answered, step_answer
 from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.calls import Call, CallState, Relay, final_row, journal_warning, outcome, task_row
@@ -39,6 +39,7 @@ from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.errors import BackendError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import TASKS_LISTED, Journal
+from emceepee_cli.store.pages import TaskFilter, clamp_limit
 from emceepee_cli.store.records import TaskJson, TaskRow, TaskStatus, task_json
 
 CANCEL_WAIT_S = 5.0
@@ -72,6 +73,7 @@ class Tasks:
         self.rounds = Rounds(journal, questions, runtime)
         self.recorder = Recorder(journal, events, runtime, instance_id)
         self.calls: dict[str, Call] = {}
+        self.stopping: str | None = None  # why emceepee is stopping, once it is
 
     def __repr__(self) -> str:
         return f"<Tasks in_flight={len(self.calls)}>"
@@ -96,6 +98,8 @@ class Tasks:
             if not call.ended:  # the host gave up on this call: so do we, as a direct call would
                 call.stop_as = TaskStatus.CANCELLED
                 call.scope.cancel()
+                if self.stopping is None:  # not emceepee's own stop: the host's limit, or its cancel
+                    lifetime.host_gave_up(call, self.events)
             raise
         if call.state == CallState.ANSWERED:
             if call.error is not None:
@@ -104,10 +108,11 @@ class Tasks:
             return call.result
         await self.recorder.promote(call)
         self.events.emit("task_created", call.server, {"task_id": call.call_id, "tool": call.tool})
+        saga = self.saga(call.call_id)  # its questions whole, once: the rest of the reply reminds
         return {
             "proxy_task": await self.get_json(call.call_id),
             "pending_on_server": await self.pending_on_server(call.server),
-            **self.saga(call.call_id),
+            **saga,
             **journal_warning(call),
         }
 
@@ -176,6 +181,13 @@ class Tasks:
                 status = call.stop_as or TaskStatus.CANCELLED
                 ended = "expired" if status == TaskStatus.EXPIRED else f"was {status.value}"
                 call.error = BackendError(f"The call to {call.server}.{call.tool} {ended}.")
+            if call.result is None and self.stopping is not None:
+                # emceepee stopped the backend itself: whatever the call ended with, that is why.
+                call.stop_as = TaskStatus.INTERRUPTED
+                call.error = BackendError(
+                    f"emceepee serve stopped ({self.stopping}) while the call to {call.server}.{call.tool}"
+                    " was running; the backend was stopped with it."
+                )
             with anyio.CancelScope(shield=True):
                 await self._end(call)
 
@@ -231,7 +243,9 @@ class Tasks:
 
     def saga(self, task_id: str) -> dict[str, Any]:
         """A task blocked on questions, as a saga the model can resume; empty when it is not."""
-        return sagas.view(self.install_key, task_id, self.questions.listed(task_id=task_id))
+        asked = self.questions.listed(task_id=task_id)
+        self.questions.shown(q["request_id"] for q in asked)
+        return sagas.view(self.install_key, task_id, asked)
 
     async def row(self, task_id: str) -> TaskRow:
         unjournaled = self.recorder.unjournaled
@@ -254,12 +268,17 @@ class Tasks:
         return {"server": server, "tasks": [task_json(r) for r in rows], **self.questions.for_server(server)}
 
     async def list_tasks(
-        self, server: str | None, status: str | None, include_completed: bool
+        self,
+        server: str | None,
+        status: str | None,
+        include_completed: bool,
+        cursor: str | None = None,
+        limit: int | None = None,
     ) -> dict[str, Any]:
-        rows = await self.journal.run(
-            Journal.tasks, server=server, status=status, include_finished=include_completed
-        )
-        return {"tasks": [task_json(r) for r in rows]}
+        """A page of tasks, newest first; `next_cursor` and `more` say what is left."""
+        where = TaskFilter(server, status, include_completed)
+        page = await self.journal.run(Journal.task_page, where, cursor, clamp_limit(limit))
+        return {**page, "tasks": [task_json(r) for r in page["tasks"]]}
 
     async def result(self, task_id: str, timeout_ms: int | None, relay: Relay | None) -> Outcome:
         row = await self.row(task_id)
@@ -312,8 +331,9 @@ class Tasks:
         with anyio.move_on_after(CANCEL_WAIT_S):
             await call.settled.wait()
 
-    def stop_all(self) -> None:
-        """emceepee is stopping: every call still running ends as interrupted."""
+    def stop_all(self, why: str = "it was told to stop") -> None:
+        """emceepee is stopping (`why`): every call still running ends as interrupted, and says so."""
+        self.stopping = why
         for call in self.calls.values():
             call.stop_as = TaskStatus.INTERRUPTED
 
@@ -335,7 +355,17 @@ class Tasks:
 
     async def expire_due(self) -> None:
         for call in [c for c in self.calls.values() if c.expired and not c.ended]:
-            await self.stop(call, TaskStatus.EXPIRED)
+            if not self._extend_for_question(call):
+                await self.stop(call, TaskStatus.EXPIRED)
+
+    def _extend_for_question(self, call: Call) -> bool:
+        """A call that waits on a question outlives its TTL (see core/lifetime.py); True if it does."""
+        expires_at = lifetime.extend_for_questions(
+            call, self.questions.listed(server=call.server), self.defaults.task_ttl_max_ms / 1000
+        )
+        if expires_at is not None and call.promoted:
+            self.runtime.write(self.journal, Journal.set_expiry, call.call_id, expires_at)
+        return expires_at is not None
 
     async def cancel_requested(self) -> None:
         for task_id in await self.journal.run(Journal.cancel_requests, self.instance_id):

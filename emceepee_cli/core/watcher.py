@@ -3,14 +3,16 @@
 Each tick keeps the journal file (re-created if it was deleted under us), notices what other
 processes wrote (a CLI cancel or answer; a sweep that took this process for dead and settled its
 rows, which are taken back), expires calls and questions past their time, beats the heartbeat
-and, now and then, purges what has outlived the retention. A tick that fails (a journal locked
-too long) is logged and the next one tries again.
+and, at start and then hourly, starts a purge of what has outlived the retention: in the
+background, batch by batch (store/retention.py), so neither the ticks nor any call waits for it.
+A tick that fails (a journal locked too long) is logged and the next one tries again.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -18,6 +20,7 @@ import anyio
 from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.tasks import Tasks
+from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.instances import heartbeat_s
 from emceepee_cli.store.journal import Journal
@@ -26,6 +29,7 @@ log = logging.getLogger(__name__)
 
 WATCH_INTERVAL_S = 0.1  # how soon a cancel or an answer written by the CLI is noticed
 PURGE_EVERY_S = 3600.0
+PURGE_PAUSE_S = 0.005  # between batches: the journal's worker is free for a moment
 
 
 @dataclass
@@ -34,7 +38,7 @@ class _Clock:
 
     version: int | None
     beat: float
-    purge: float
+    purge: float | None  # None: not yet in this run
 
 
 class Watcher:
@@ -54,6 +58,8 @@ class Watcher:
         self.instance_id = instance_id
         self.retention_s = retention_s
         self._scope = anyio.CancelScope()
+        self._purging = False
+        self._purge_scope = anyio.CancelScope()
 
     def __repr__(self) -> str:
         return f"<Watcher {self.instance_id}>"
@@ -62,13 +68,14 @@ class Watcher:
         """Tick until `stop()`."""
         with self._scope:
             now = anyio.current_time()
-            clock = _Clock(version=None, beat=now, purge=now)
+            clock = _Clock(version=None, beat=now, purge=None)
             while True:
                 await self.runtime.guarded(lambda: self.tick(clock))
                 await anyio.sleep(WATCH_INTERVAL_S)
 
     def stop(self) -> None:
         self._scope.cancel()
+        self._purge_scope.cancel()
 
     async def tick(self, clock: _Clock) -> None:
         now = anyio.current_time()
@@ -86,9 +93,23 @@ class Watcher:
         if now - clock.beat >= heartbeat_s():
             clock.beat = now
             await self.journal.run(Journal.heartbeat, self.instance_id)
-        if now - clock.purge >= PURGE_EVERY_S:
+        if (clock.purge is None or now - clock.purge >= PURGE_EVERY_S) and not self._purging:
             clock.purge = now
-            await self.journal.run(Journal.purge_finished, self.retention_s)
+            self._purging, self._purge_scope = True, anyio.CancelScope()
+            self.runtime.spawn(self.purge, name="journal purge")
+
+    async def purge(self) -> None:
+        """Delete what outlived the retention and give the space back, one bounded batch at a time."""
+        try:
+            with self._purge_scope:
+                deleted = await _repeat(lambda: self.journal.run(Journal.purge_batch, self.retention_s))
+                await _repeat(lambda: self.journal.run(Journal.compact))
+                if deleted:
+                    log.info("journal: purged %d row(s) older than %d s", deleted, self.retention_s)
+        except EmceepeeError as exc:
+            self.runtime.journal_failed(exc)
+        finally:
+            self._purging = False
 
     async def reclaim(self) -> None:
         """Take back this process's calls and questions that another process settled, believing it
@@ -105,3 +126,12 @@ class Watcher:
                 os.getpid(),
                 ", ".join(restored),
             )
+
+
+async def _repeat(step: Callable[[], Awaitable[int]]) -> int:
+    """Run a bounded step until it finds nothing left to do, pausing between; the sum of what it did."""
+    total = 0
+    while done := await step():
+        total += done
+        await anyio.sleep(PURGE_PAUSE_S)
+    return total

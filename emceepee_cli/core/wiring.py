@@ -44,7 +44,7 @@ class Inherited:
     events: list[Event] = field(default_factory=list[Event])
 
 
-async def take_over(journal: AsyncJournal, instance_id: str, retention_s: float) -> Inherited:
+async def take_over(journal: AsyncJournal, instance_id: str) -> Inherited:
     """Register this instance and settle what dead ones left; what it inherits.
 
     A journal that cannot be written here (a full disk) is logged, and `serve` runs anyway:
@@ -55,7 +55,8 @@ async def take_over(journal: AsyncJournal, instance_id: str, retention_s: float)
         interrupted = await journal.run(Journal.interrupt_orphans)
         if interrupted:
             log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
-        await journal.run(Journal.purge_finished, retention_s)
+        if await journal.run(Journal.convert_to_incremental):  # once; before anything else uses the file
+            log.info("journal: switched to incremental vacuum, so purged space goes back to the disk")
         calls = await journal.run(Journal.adopt_orphans, instance_id)
     except JournalError as exc:
         log.error("journal: %s", exc)
@@ -94,10 +95,10 @@ class Services:
         self.events.replay(inherited.events)
         await self.tasks.adopt(inherited.calls)
 
-    def stop(self) -> None:
-        """Stop the watcher and every backend; calls still running end as interrupted."""
+    def stop(self, why: str = "it was told to stop") -> None:
+        """Stop the watcher and every backend; calls still running end as interrupted, saying `why`."""
         self.watcher.stop()
-        self.tasks.stop_all()
+        self.tasks.stop_all(why)
         self.servers.stop_all()
 
     async def await_activity(self, timeout_ms: int, since_event_id: str | None = None) -> dict[str, Any]:

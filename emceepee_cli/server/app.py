@@ -72,17 +72,19 @@ def build_server(
             journal = AsyncJournal(await anyio.to_thread.run_sync(Journal, db_path))
             instance_id = new_id()
             try:
-                inherited = await wiring.take_over(journal, instance_id, config.defaults.retention_s)
+                inherited = await wiring.take_over(journal, instance_id)
                 async with anyio.create_task_group() as tg:
                     services = wiring.build(config, tg, journal, instance_id, log_dir)
                     await services.start(inherited)
                     following = reload.follow(services, config.path) if follow_config else None
+                    why = "it was told to stop"  # a signal: see _exit_on_signal
                     try:
                         yield services
+                        why = "the host closed its connection"
                     finally:
                         if following is not None:
                             following.cancel()
-                        services.stop()
+                        services.stop(why)
             finally:
                 await journal.shutdown(instance_id)
         finally:

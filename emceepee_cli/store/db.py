@@ -112,6 +112,8 @@ def _open(path: Path, seed: Callable[[sqlite_utils.Database], None] | None) -> s
     try:
         db = sqlite_utils.Database(conn)
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if db.execute("PRAGMA page_count").fetchone()[0] == 0:  # a new file: before its first table
+            db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # see store/retention.py
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
         check_not_newer(db, str(path))

@@ -17,15 +17,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from emceepee_cli.errors import JournalError
+from emceepee_cli.store.pages import TaskFilter, TaskPage, read_page
 
 if TYPE_CHECKING:
-    from emceepee_cli.store.records import EventRow, InstanceRow, TaskRow
+    from emceepee_cli.store.records import EventRow, InstanceRow
 
 BUSY_TIMEOUT_S = 2.0
 MIGRATIONS_TABLE = "_sqlite_migrations"
 # The migrations this emceepee knows (store/migrations.py; a test keeps the two the same): a journal
 # with any other was written by a newer emceepee, and is read only through the Journal, which says so.
-KNOWN_MIGRATIONS = ("m001_initial", "m002_pending_and_rounds", "m003_process_start", "m004_spawned")
+KNOWN_MIGRATIONS = (
+    "m001_initial",
+    "m002_pending_and_rounds",
+    "m003_process_start",
+    "m004_spawned",
+    "m005_listing_indexes",
+)
 COUNTED = {"tasks": "status", "pending": "status", "events": "type", "instances": None, "spawned": None}
 
 
@@ -146,19 +153,9 @@ def instances(path: Path) -> list[InstanceRow]:
     )
 
 
-def tasks(
-    path: Path, server: str | None = None, status: str | None = None, include_finished: bool = False
-) -> list[TaskRow]:
-    """The tasks `emceepee tasks list` shows, oldest first (by default those still working)."""
-    where, params = [], []
-    for column, value in (("server", server), ("status", status)):
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(value)
-    if status is None and not include_finished:
-        where.append("status = 'working'")
-    sql = f"SELECT * FROM tasks WHERE {' AND '.join(where) or '1 = 1'} ORDER BY task_id"
-    return cast("list[TaskRow]", rows(path, sql, tuple(params)))
+def task_page(path: Path, where: TaskFilter, cursor: str | None, limit: int) -> TaskPage:
+    """A page of the tasks `emceepee tasks list` shows, newest first, as the journal pages them."""
+    return read_page(lambda sql, params: rows(path, sql, tuple(params)), where, cursor, limit)
 
 
 def current(path: Path) -> bool:

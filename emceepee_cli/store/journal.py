@@ -24,6 +24,7 @@ from emceepee_cli.clock import now_iso
 from emceepee_cli.errors import NotFound
 from emceepee_cli.ids import resolve_prefix
 from emceepee_cli.redact import redact
+from emceepee_cli.store import pages
 from emceepee_cli.store.db import connect, file_id, mapped
 from emceepee_cli.store.events import EventLog
 from emceepee_cli.store.instances import ORPHANED, Instances, owns_by_mistake
@@ -37,6 +38,7 @@ from emceepee_cli.store.records import (
     settling,
 )
 from emceepee_cli.store.recovery import Recovery
+from emceepee_cli.store.retention import Retention
 
 MISTAKEN_ORPHAN = "(status = ? AND instance_id = ? AND error LIKE ?)"  # see owns_by_mistake
 ID_LENGTH = 26  # a whole ULID: no prefix to resolve
@@ -44,7 +46,7 @@ TASKS_LISTED = "list_tasks(include_completed=true) shows the known tasks."
 QUESTIONS_LISTED = "get_elicitations / get_sampling_requests list them."
 
 
-class Journal(EventLog, Instances, Recovery):
+class Journal(EventLog, Instances, Recovery, Retention):
     def __init__(self, path: Path | None = None) -> None:
         self.path = paths.db_path(path)
         self.db = connect(self.path)
@@ -53,6 +55,13 @@ class Journal(EventLog, Instances, Recovery):
 
     def __repr__(self) -> str:
         return f"<Journal {self.path} owner={self.owner}>"
+
+    @mapped
+    def task_page(
+        self, where: pages.TaskFilter, cursor: str | None, limit: int = pages.PAGE_SIZE
+    ) -> pages.TaskPage:
+        """A page of the task listing, newest first (store/pages.py)."""
+        return pages.read_page(lambda sql, params: list(self.db.query(sql, params)), where, cursor, limit)
 
     @mapped
     def close(self) -> None:
@@ -110,6 +119,13 @@ class Journal(EventLog, Instances, Recovery):
         )
 
     @mapped
+    def set_expiry(self, task_id: str, expires_at: str) -> None:
+        self.db.execute(
+            "UPDATE tasks SET expires_at = ?, last_updated_at = ? WHERE task_id = ? AND status = ?",
+            [expires_at, now_iso(), task_id, TaskStatus.WORKING.value],
+        )
+
+    @mapped
     def request_cancel(self, task_id: str) -> bool:
         cursor = self.db.execute(
             "UPDATE tasks SET cancel_requested = 1, last_updated_at = ? WHERE task_id = ? AND status = ?",
@@ -161,15 +177,6 @@ class Journal(EventLog, Instances, Recovery):
         if len(prefix) == ID_LENGTH:
             return prefix.upper()
         return resolve_prefix(prefix, [*self._ids_like("tasks", "task_id", prefix), *also], "task", listing)
-
-    @mapped
-    def purge_finished(self, retention_s: float) -> int:
-        cursor = self.db.execute(
-            "DELETE FROM tasks WHERE status != ? AND finished_at < ?",
-            [TaskStatus.WORKING.value, now_iso(-retention_s)],
-        )
-        self.db.execute("DELETE FROM events WHERE created_at < ?", [now_iso(-retention_s)])
-        return cursor.rowcount
 
     @mapped
     def set_round(self, task_id: str, request_state: str | None, round_: int) -> None:
@@ -270,10 +277,15 @@ class Journal(EventLog, Instances, Recovery):
         return row
 
     def _ids_like(self, table: str, key: str, prefix: str) -> list[str]:
-        """The ids in `table` that start with `prefix`, whatever its case (LIKE ignores ASCII case)."""
-        pattern = prefix.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        sql = f"SELECT {key} FROM {table} WHERE {key} LIKE ? ESCAPE '\\'"
-        return [str(r[key]) for r in self.db.query(sql, [pattern])]
+        """The ids in `table` that start with `prefix` (as typed, in capitals as ULIDs are, or in small
+        letters), found as ranges of the primary key: a LIKE would read every row of a long history."""
+        found: set[str] = set()
+        typed = prefix.strip()
+        for start in {typed, typed.upper(), typed.lower()} - {""}:
+            end = start[:-1] + chr(ord(start[-1]) + 1)
+            sql = f"SELECT {key} FROM {table} WHERE {key} >= ? AND {key} < ?"
+            found.update(str(r[key]) for r in self.db.query(sql, [start, end]))
+        return sorted(found)
 
     # ---- processes serve spawned (see core/leftovers.py) --------------------------------
 

@@ -108,6 +108,21 @@ def m004_spawned(db: sqlite_utils.Database) -> None:
     )
 
 
+@migrations()
+def m005_listing_indexes(db: sqlite_utils.Database) -> None:
+    # Every listing reads a page in task-id order (store/pages.py), and retention finds what is
+    # old (store/retention.py), through an index: with months of history neither scans the table.
+    tasks = db.table("tasks")
+    tasks.create_index(["status", "task_id"])
+    tasks.create_index(["server", "task_id"])
+    tasks.create_index(["server", "status", "task_id"])
+    tasks.create_index(["finished_at"])
+    # The default listing (store/pages.py OPEN): what runs and what was lost, newest first.
+    db.execute("CREATE INDEX idx_tasks_open ON tasks (task_id) WHERE status IN ('working', 'interrupted')")
+    db.table("pending").create_index(["status", "request_id"])
+    db.table("pending").create_index(["answered_at"])
+
+
 def check_not_newer(db: sqlite_utils.Database, path: str) -> None:
     known = {m.name for m in migrations.pending(sqlite_utils.Database(memory=True))}
     unknown = {m.name for m in migrations.applied(db)} - known

@@ -31,6 +31,8 @@ Once initialized, its tools misbehave on request:
     pattern_arg(s)        `s` back; its schema's `pattern` backtracks catastrophically on "aaa…b"
     listings()            how many tools/list requests it has answered, as text
     stderr_lines(mb)      about mb MiB of short lines on stderr, then "lines written"
+    environment()         the names of this process's environment variables, as a JSON list
+    rpc_error(code, message)  a JSON-RPC error with that code and message, instead of a result
 
 Everything diagnostic goes to stderr; stdout is the protocol wire.
 """
@@ -60,6 +62,8 @@ TOOLS: dict[str, dict[str, Any]] = {
     "pattern_arg": {"s": {"type": "string", "pattern": "^(a|aa)+$"}},
     "listings": {},
     "stderr_lines": {"mb": {"type": "number"}},
+    "environment": {},
+    "rpc_error": {"code": {"type": "integer"}, "message": {"type": "string"}},
 }
 
 listings = 0
@@ -134,6 +138,11 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
             sys.stderr.buffer.write(line)
         sys.stderr.buffer.flush()
         result(request_id, text("lines written"))
+    elif name == "rpc_error":
+        error = {"code": int(args.get("code", -32603)), "message": str(args.get("message", ""))}
+        send({"jsonrpc": "2.0", "id": request_id, "error": error})
+    elif name == "environment":
+        result(request_id, text(json.dumps(sorted(os.environ))))
     else:
         send(
             {

@@ -44,7 +44,7 @@ def test_tasks_list_shows_working_tasks_and_all_with_all(journal: Journal) -> No
     completed = json.loads(cli("tasks", "list", "--status", "completed", "--json").stdout)["tasks"]
     table = cli("tasks", "list").stdout
     assert [t["task_id"] for t in working] == ["01AAAWORKING00000000000000"]
-    assert [t["status"] for t in everything] == ["working", "completed"]
+    assert [t["status"] for t in everything] == ["completed", "working"]  # newest first
     assert [t["tool"] for t in completed] == ["echo"]
     assert set(working[0]) == {"task_id", "status", "server", "tool", "created_at", "last_updated_at"}
     assert "01AAAWORKING00000000000000" in table and "slow" in table
@@ -95,8 +95,8 @@ def test_interrupted_tasks_are_listed_by_default(journal: Journal) -> None:
     listed = json.loads(cli("tasks", "list", "--json").stdout)["tasks"]
     table = cli("tasks", "list").stdout
     assert [(t["task_id"][:5], t["status"]) for t in listed] == [
-        ("01AAA", "working"),
         ("01CCC", "interrupted"),
+        ("01AAA", "working"),
     ]
     assert "01CCCLOST00000000000000000" in table and "interrupted" in table and "01BBB" not in table
 
@@ -144,3 +144,10 @@ def test_an_image_in_a_result_is_described_by_show_and_saved_by_result(
 def test_tasks_cancel_json_is_what_cancel_task_says_for_another_processs_task(journal: Journal) -> None:
     asked = json.loads(cli("tasks", "cancel", "01AAA", "--json").stdout)
     assert asked["cancel_requested"] is True and asked["task"]["task_id"] == "01AAAWORKING00000000000000"
+
+
+def test_the_cli_pages_as_the_journal_does() -> None:
+    from emceepee_cli.cli import tasks
+    from emceepee_cli.store import pages
+
+    assert (tasks.PAGE_SIZE, tasks.MAX_PAGE_SIZE) == (pages.PAGE_SIZE, pages.MAX_PAGE_SIZE)

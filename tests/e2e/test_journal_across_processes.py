@@ -105,9 +105,8 @@ async def test_two_serves_share_a_journal_and_the_cli_cancel_reaches_the_owner(
             from_other = await other.call_tool("get_task_result", {"task_id": task_id})
             await other.call_tool("cancel_task", {"task_id": theirs["proxy_task"]["task_id"]})
     assert {t["task_id"] for t in listed["tasks"]} == {task_id, theirs["proxy_task"]["task_id"]}
-    assert listed["tasks"][0] == mine["proxy_task"] | {
-        "last_updated_at": listed["tasks"][0]["last_updated_at"]
-    }
+    [listed_mine] = [t for t in listed["tasks"] if t["task_id"] == task_id]  # newest first: theirs leads
+    assert listed_mine == mine["proxy_task"] | {"last_updated_at": listed_mine["last_updated_at"]}
     assert cancelled.returncode == 0, cancelled.stderr
     assert result.is_error and "cancelled" in texts(result)[0]
     assert still["status"] == "working"

@@ -249,7 +249,7 @@ async def test_a_journal_deleted_under_a_running_serve_is_re_created_and_keeps_w
             result = await run.host.tool("get_task_result", {"task_id": late, "timeout_ms": 20000})
             await run.host.tool("list_servers", {})
         assert await run.stop() == 0
-    assert [t["task_id"] for t in listed] == [early, late]  # re-journaled as soon as the file is back
+    assert [t["task_id"] for t in listed] == [late, early]  # re-journaled once the file is back
     assert result["content"][0]["text"] == "slept 3 s"
     assert "was deleted or replaced" in run.log
     kept = run_cli("tasks", "result", late)

@@ -125,6 +125,15 @@ async def execute_tool(services: Services, args: dict[str, Any], call: Call) -> 
                 "Answer with respond_to_elicitation / respond_to_sampling (or resume_tool), "
                 "then get_task_result.",
             )
+        pending = out["pending_on_server"]
+        if pending.get("elicitations_for_server") or pending.get("sampling_requests_for_server"):
+            # More than one call was in flight when the question came: it may be this one's.
+            return Reply(
+                out,
+                f"{name} became task {task['task_id']} while '{task['server']}' waits for an answer to a "
+                "question (perhaps this call's). Answer it with respond_to_elicitation / "
+                "respond_to_sampling, then get_task_result.",
+            )
         return Reply(
             out,
             f"{name} is still running, so it became task {task['task_id']}. "

@@ -7,6 +7,7 @@ from typing import Any
 from emceepee_cli.core.wiring import Services
 from emceepee_cli.server.envelope import Reply
 from emceepee_cli.server.meta_tools.registry import SERVER_FILTER, Call, Group, Payload
+from emceepee_cli.store.pages import MAX_PAGE_SIZE, PAGE_SIZE
 from emceepee_cli.store.records import TaskStatus
 
 group = Group()
@@ -17,7 +18,9 @@ WAIT_MS = {"type": "integer", "minimum": 0}
 
 @group.tool(
     "list_tasks",
-    "List tasks (tool calls that outlived their execute_tool wait). By default only those still working.",
+    "List tasks (tool calls that outlived their execute_tool wait), newest first, a page at a time. By "
+    "default only those still working. `more` says how many are left (`more_at_least` past 1000); pass "
+    "`next_cursor` back as cursor (with the same filters) for the next page.",
     {
         "server": SERVER_FILTER,
         "status": {
@@ -30,11 +33,23 @@ WAIT_MS = {"type": "integer", "minimum": 0}
             "default": False,
             "description": "Also list finished tasks.",
         },
+        "cursor": {"type": "string", "description": "The next_cursor of the previous page."},
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_PAGE_SIZE,
+            "default": PAGE_SIZE,
+            "description": f"Tasks per page (default {PAGE_SIZE}).",
+        },
     },
 )
 async def list_tasks(services: Services, args: dict[str, Any], call: Call) -> Payload:
     return await services.tasks.list_tasks(
-        args.get("server"), args.get("status"), args.get("include_completed", False)
+        args.get("server"),
+        args.get("status"),
+        args.get("include_completed", False),
+        args.get("cursor"),
+        args.get("limit"),
     )
 
 

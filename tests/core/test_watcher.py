@@ -1,0 +1,76 @@
+"""The watcher's purge: in the background, a batch at a time, so other journal work takes turns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from emceepee_cli.config import Defaults
+from emceepee_cli.core import sagas
+from emceepee_cli.core.tasks import Tasks
+from emceepee_cli.core.watcher import Watcher
+from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.retention import PURGE_BATCH
+from tests.core.parts import INSTANCE, parts
+from tests.store.test_retention import DAY_S, old_rows
+
+pytestmark = pytest.mark.anyio
+
+
+def left(journal: Journal) -> int:
+    """The rows still to purge."""
+    sql = (
+        "SELECT (SELECT count(*) FROM tasks) + (SELECT count(*) FROM events) + (SELECT count(*) FROM pending)"
+    )
+    return int(journal.db.execute(sql).fetchone()[0])
+
+
+async def test_a_purge_runs_in_batches_that_other_journal_work_interleaves_with(tmp_path: Path) -> None:
+    async with parts(tmp_path) as p:
+        tasks = Tasks(
+            p.aio,
+            p.events,
+            p.questions,
+            p.runtime,
+            Defaults(),
+            INSTANCE,
+            backends={}.get,
+            install_key=sagas.install_key(tmp_path),
+        )
+        watcher = Watcher(p.aio, p.runtime, tasks, p.questions, INSTANCE, retention_s=DAY_S)
+        old_rows(p.journal, PURGE_BATCH * 6, days_ago=2)
+        total = left(p.journal)
+        seen: list[int] = []
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watcher.purge)
+                await anyio.wait_all_tasks_blocked()  # the purge holds the journal's worker
+                for _ in range(3):  # each call waits for at most one batch, not for the whole purge
+                    seen.append(await p.aio.run(left))
+        assert total > seen[0] >= seen[1] >= seen[2] > 0
+        assert left(p.journal) == 0 and not watcher._purging
+
+
+async def test_stopping_the_watcher_stops_a_purge_between_batches(tmp_path: Path) -> None:
+    async with parts(tmp_path) as p:
+        tasks = Tasks(
+            p.aio,
+            p.events,
+            p.questions,
+            p.runtime,
+            Defaults(),
+            INSTANCE,
+            backends={}.get,
+            install_key=sagas.install_key(tmp_path),
+        )
+        watcher = Watcher(p.aio, p.runtime, tasks, p.questions, INSTANCE, retention_s=DAY_S)
+        old_rows(p.journal, PURGE_BATCH * 6, days_ago=2)
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watcher.purge)
+                await anyio.wait_all_tasks_blocked()
+                await p.aio.run(left)
+                watcher.stop()
+        assert left(p.journal) > 0  # it stopped early, and the rest waits for the next purge
