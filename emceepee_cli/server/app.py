@@ -82,7 +82,7 @@ def build_server(
             if on_closed is not None:
                 on_closed()
 
-    return Server(
+    server = Server(
         "emceepee",
         version=__version__,
         instructions=INSTRUCTIONS,
@@ -92,6 +92,13 @@ def build_server(
         on_list_resources=_list_resources,
         on_read_resource=_read_resource,
     )
+    server.add_notification_handler("notifications/initialized", types.NotificationParams, _initialized)
+    return server
+
+
+async def _initialized(ctx: ServerRequestContext[Services], params: types.NotificationParams) -> None:
+    """The host finished the handshake: keep its connection, to forward questions from now on."""
+    _note_host(ctx, ctx.lifespan_context)
 
 
 async def _list_tools(
@@ -179,7 +186,7 @@ def _checked(params: types.CallToolRequestParams) -> tuple[MetaTool, dict[str, A
 
 
 def _note_host(ctx: ServerRequestContext[Services], services: Services) -> None:
-    """Keep the host's session (to forward questions) and record which host this is, once."""
+    """Keep the host's connection (to forward questions) and record which host this is, once."""
     info = services.host.note(ctx.session)
     if info is not None:
         name, version = info.name, info.version
