@@ -49,6 +49,25 @@ def dump(model: BaseModel) -> dict[str, Any]:
     return out
 
 
+def tool_json(tool: types.Tool) -> dict[str, Any]:
+    """A backend tool as list_tools shows it: what a model needs to choose and call it safely
+    (its title, its hints such as destructive or read-only, its output schema, and whether it runs
+    as a task), with nothing left empty."""
+    out: dict[str, Any] = {"name": tool.name}
+    if tool.title:
+        out["title"] = tool.title
+    out["description"] = tool.description or ""
+    out["input_schema"] = tool.input_schema
+    if tool.output_schema:
+        out["output_schema"] = tool.output_schema
+    if tool.annotations is not None and (hints := dump(tool.annotations)):
+        out["annotations"] = hints
+    support = tool.execution.task_support if tool.execution is not None else None
+    if support and support != "forbidden":
+        out["task_support"] = support
+    return out
+
+
 class Servers:
     def __init__(
         self,
@@ -252,10 +271,7 @@ class Servers:
             if backend.status != Status.READY:
                 group["error"] = backend.last_error or f"backend is {backend.status}"
             else:
-                group["tools"] = [
-                    {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
-                    for t in backend.offer.tools.values()
-                ]
+                group["tools"] = [tool_json(t) for t in backend.offer.tools.values()]
             groups.append(group)
         if pattern:  # in a thread, bounded: a pattern that backtracks must not stall the event loop
             listed = [tool for group in groups for tool in group.get("tools", ())]
@@ -265,6 +281,7 @@ class Servers:
             for group in groups:
                 if "tools" in group:
                     group["tools"] = [tool for tool in group["tools"] if id(tool) in kept]
+            groups = [group for group in groups if group.get("tools") or "error" in group]
         return {"servers": groups}
 
     async def execute_tool(
