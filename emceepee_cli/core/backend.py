@@ -28,6 +28,7 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession, MCPError
 from mcp.client.session import ClientRequestContext
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
 from emceepee_cli import __version__
 from emceepee_cli.config import ServerSpec
@@ -90,6 +91,7 @@ class Backend:
         self.restarts = 0
         self.offer = listing.Offer()
         self.session: ClientSession | None = None
+        self.dispatcher: JSONRPCDispatcher | None = None  # for the requests the session cannot type
         self.process: transport.ProcessInfo | None = None
         self._changed = anyio.Event()
         self._stop = anyio.Event()
@@ -196,10 +198,10 @@ class Backend:
         self.process = None
         async with AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(self._open_transport())
+            self.dispatcher = JSONRPCDispatcher(read, write)
             session = await stack.enter_async_context(
                 ClientSession(
-                    read,
-                    write,
+                    dispatcher=self.dispatcher,
                     logging_callback=self._on_log,
                     message_handler=self._on_message,
                     elicitation_callback=self._on_elicit,
