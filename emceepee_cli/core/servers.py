@@ -27,6 +27,7 @@ from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.heard import Heard, kept_params
+from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.tasks import Outcome, Tasks
@@ -81,6 +82,7 @@ class Servers:
         instance_id: str,
         *,
         backends: dict[str, Backend],
+        native: Native | None = None,
         log_dir: Path | None = None,
     ) -> None:
         self.config = config
@@ -92,6 +94,7 @@ class Servers:
         self.runtime = runtime
         self.instance_id = instance_id
         self.backends = backends
+        self.native = native  # the host's own lists, told what backends say
         self.log_dir = log_dir
 
     def __repr__(self) -> str:
@@ -120,9 +123,13 @@ class Servers:
         self.heard.notification(server, method, params)
         key = f"{server}\0{method}\0{encoded}"
         self.events.emit("notification", server, {"method": method, "params": params}, coalesce=key)
+        if self.native is not None:
+            self.native.relay(server, method, params)
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
         self.heard.log(server, level, message, source)
+        if source == "mcp" and self.native is not None:
+            self.native.relay_log(server, level, redact(message))
 
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
         """Journal the process, so a later emceepee can stop it should this one die without doing so."""
@@ -168,6 +175,8 @@ class Servers:
         self.log(backend.name, "info", f"{previous} -> {backend.status}{detail}", "emceepee")
         if detail:  # the host's log of our stderr is often the only place a person looks
             log.warning("backend %s: %s -> %s%s", backend.name, previous, backend.status, detail)
+        if backend.status == Status.READY and self.native is not None:
+            self.native.connected(backend)
         kind = _SERVER_EVENTS.get((previous, backend.status)) or _SERVER_EVENTS.get((None, backend.status))
         if kind:
             data = {

@@ -23,6 +23,7 @@ from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.events import EVENTS_KEPT, Events
 from emceepee_cli.core.heard import Heard
 from emceepee_cli.core.host import HostLink
+from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.servers import Servers
@@ -76,6 +77,7 @@ class Services:
     events: Events
     heard: Heard
     host: HostLink
+    native: Native
     runtime: Runtime
     watcher: Watcher
     journal: AsyncJournal
@@ -138,6 +140,7 @@ def build(
         install_key=sagas.install_key(),
     )
     questions.on_waiting(tasks.question_arrived)
+    native = Native(backends, host, runtime)
     servers = Servers(
         config,
         journal,
@@ -148,6 +151,7 @@ def build(
         runtime,
         instance_id,
         backends=backends,
+        native=native,
         log_dir=log_dir,
     )
     watcher = Watcher(journal, runtime, tasks, questions, instance_id, defaults.retention_s)
@@ -158,6 +162,7 @@ def build(
         events=events,
         heard=heard,
         host=host,
+        native=native,
         runtime=runtime,
         watcher=watcher,
         journal=journal,
