@@ -266,6 +266,9 @@ class Backend:
                 self.sink.spawned(self, process)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(_set_when, process.closed, self._lost)
+                    # A launcher (npx, uvx, a shell) may die while the server it started keeps the
+                    # pipes: the pid shown would be stale and the server unsupervised, so restart.
+                    tg.start_soon(_set_when, process.exited, self._lost)
                     yield streams
                     tg.cancel_scope.cancel()
         finally:
