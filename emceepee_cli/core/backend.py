@@ -32,7 +32,7 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
 from emceepee_cli import __version__
 from emceepee_cli.config import ServerSpec
-from emceepee_cli.core import connect, listing, transport
+from emceepee_cli.core import connect, listing, transport, urlauth
 from emceepee_cli.core.failures import brief, closed, closest, describe, leaves
 from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound
 from emceepee_cli.store.records import Kind
@@ -371,6 +371,8 @@ class Backend:
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 raise await self._connection_lost(what) from exc
+            if (needs_url := urlauth.required(self.name, what, exc)) is not None:
+                raise needs_url from exc
             message = f"Backend '{self.name}' answered {what} with error {exc.code}: {brief(exc.message)}"
             raise BackendError(message) from exc
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:

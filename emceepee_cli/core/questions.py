@@ -54,6 +54,7 @@ class Question:
     row: PendingRow
     answered: anyio.Event = field(default_factory=anyio.Event)
     forwarding: bool = False
+    blocks_call: bool = True  # False: no call waits on it (a URL the backend needs opened first)
 
     def __repr__(self) -> str:
         return f"<Question {self.request_id} {self.row['kind']} {self.row['server']} {self.row['status']}>"
@@ -106,8 +107,10 @@ class Questions:
         correlation: str,
         input_key: str | None = None,
         round_: int = 0,
+        blocks_call: bool = True,
     ) -> Question:
-        question = Question(self._row(server, kind, params, task_id, correlation, input_key, round_))
+        row = self._row(server, kind, params, task_id, correlation, input_key, round_)
+        question = Question(row, blocks_call=blocks_call)
         try:
             with anyio.CancelScope(shield=True):
                 await self.journal.run(Journal.insert_pending, question.row)
@@ -129,7 +132,7 @@ class Questions:
         if self._should_forward(server, kind, params):
             question.forwarding = True
             self.runtime.spawn(self._forward, question, name=f"forward {question.request_id}")
-        else:
+        elif blocks_call:
             self._announce(server, task_id)
         return question
 
@@ -215,7 +218,7 @@ class Questions:
             logger.warning("backend %s: %s", row["server"], message)
         finally:
             question.forwarding = False
-            if not question.answered.is_set():
+            if not question.answered.is_set() and question.blocks_call:
                 self._announce(row["server"], row["task_id"])
 
     def _host_answer_refused(self, question: Question, exc: EmceepeeError) -> None:

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec
-from emceepee_cli.core import patterns, schema, transport
+from emceepee_cli.core import patterns, schema, transport, urlauth
 from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
@@ -125,6 +125,14 @@ class Servers:
         self.events.emit("notification", server, {"method": method, "params": params}, coalesce=key)
         if self.native is not None:
             self.native.relay(server, method, params)
+        if method == "notifications/elicitation/complete" and isinstance(params.get("elicitationId"), str):
+            self.runtime.spawn(
+                urlauth.completed,
+                self.questions,
+                server,
+                params["elicitationId"],
+                name="elicitation complete",
+            )
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
         self.heard.log(server, level, message, source)

@@ -26,7 +26,7 @@ import mcp_types as types
 from mcp import ClientSession
 
 from emceepee_cli.config import Defaults
-from emceepee_cli.core import backend_tasks, sagas
+from emceepee_cli.core import backend_tasks, sagas, urlauth
 from emceepee_cli.core.answers import already_answered, step_answer
 from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.calls import Call, CallState, Relay, final_row, journal_warning, outcome, task_row
@@ -157,6 +157,8 @@ class Tasks:
             with call.scope:
                 try:
                     call.result = await self._drive(call, backend, resume)
+                except urlauth.UrlElicitationRequired as exc:
+                    call.error = await urlauth.park(self.questions, call.server, call.tool, exc)
                 except EmceepeeError as exc:
                     call.error = exc
                 except Exception as exc:
