@@ -5,7 +5,8 @@ Prompts appear as `server__prompt` (core/names.py); resources and templates keep
 the server named in their `name`. A request is routed to the backend that listed the prompt, the
 URI or the template; the backend's answer goes back as it is (its own MCP objects, not emceepee's
 JSON). The host hears `list_changed` when a backend connects or its lists change, `resources/updated`
-for URIs it subscribed to, and backend logs at or above the level it set (`info` until it sets one).
+for URIs it subscribed to, and backend logs at or above the level it set with `logging/setLevel`
+(none before it sets one: unasked, they would only be noise in the host's log).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from emceepee_cli.errors import NotFound
 log = logging.getLogger(__name__)
 
 LEVELS: tuple[str, ...] = get_args(types.LoggingLevel)  # least to most severe
-DEFAULT_LEVEL = "info"
 
 
 class Native:
@@ -34,7 +34,7 @@ class Native:
         self.backends = backends
         self.host = host
         self.runtime = runtime
-        self.level = DEFAULT_LEVEL
+        self.level: str | None = None  # the host's logging/setLevel; None: it wants no backend logs
         self.subscribed: dict[str, str] = {}  # uri -> the server it was subscribed on
 
     def __repr__(self) -> str:
@@ -147,7 +147,7 @@ class Native:
     # ---- what the host hears -------------------------------------------------------------------
 
     def relay_log(self, server: str, level: str, message: str) -> None:
-        if level in LEVELS and LEVELS.index(level) >= LEVELS.index(self.level):
+        if self.level is not None and level in LEVELS and LEVELS.index(level) >= LEVELS.index(self.level):
             params = types.LoggingMessageNotificationParams(level=level, logger=server, data=message)  # type: ignore[arg-type]  # level is checked against LEVELS above
             self._notify(types.LoggingMessageNotification(params=params))
 
