@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any, get_args
 
+import anyio
 import mcp_types as types
 from mcp import ClientSession
 from mcp.shared.uri_template import UriTemplate
@@ -26,6 +27,7 @@ from emceepee_cli.errors import NotFound
 
 log = logging.getLogger(__name__)
 
+READY_WAIT_S = 10.0  # as list_tools waits for a backend still starting
 LEVELS: tuple[str, ...] = get_args(types.LoggingLevel)  # least to most severe
 
 
@@ -42,6 +44,12 @@ class Native:
 
     def _ready(self) -> list[Backend]:
         return [b for b in self.backends.values() if b.status == Status.READY]
+
+    async def settled(self) -> None:
+        """Wait (bounded) for backends still starting, so a host asking at once sees their offer."""
+        with anyio.move_on_after(READY_WAIT_S):
+            for backend in list(self.backends.values()):
+                await backend.wait_ready(READY_WAIT_S)
 
     # ---- prompts ------------------------------------------------------------------------
 
@@ -63,6 +71,7 @@ class Native:
         return self.backends[found[0]], found[1]
 
     async def get_prompt(self, exposed: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+        await self.settled()
         backend, name = self._prompt(exposed)
         return await backend.request(f"prompts/get '{name}'", lambda s: s.get_prompt(name, arguments))
 
@@ -98,6 +107,7 @@ class Native:
         raise NotFound(f"No backend lists the resource '{uri}'.", hint="resources/list shows them.")
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        await self.settled()
         return await self.owner(uri).request(f"resources/read '{uri}'", lambda s: s.read_resource(uri))
 
     async def subscribe(self, uri: str) -> None:

@@ -127,12 +127,14 @@ async def _list_resources(
         mime_type="application/json",
         description="Mermaid diagrams of emceepee's task, elicitation and sampling states.",
     )
+    await ctx.lifespan_context.native.settled()
     return types.ListResourcesResult(resources=[diagram, *ctx.lifespan_context.native.list_resources()])
 
 
 async def _list_resource_templates(
     ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
 ) -> types.ListResourceTemplatesResult:
+    await ctx.lifespan_context.native.settled()
     return types.ListResourceTemplatesResult(resource_templates=ctx.lifespan_context.native.list_templates())
 
 
@@ -164,6 +166,7 @@ async def _unsubscribe(
 async def _list_prompts(
     ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
 ) -> types.ListPromptsResult:
+    await ctx.lifespan_context.native.settled()
     return ctx.lifespan_context.native.list_prompts()
 
 
