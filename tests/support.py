@@ -108,14 +108,15 @@ def serve_command(config: Path) -> list[str]:
     return [sys.executable, "-m", "emceepee_cli", "serve", "--config", str(config)]
 
 
-def serving(config: Path) -> Client:
-    """A host's client for a real `emceepee serve` process, in this test's emceepee home."""
+def serving(config: Path, **host: Any) -> Client:
+    """A host's client for a real `emceepee serve` process, in this test's emceepee home; `host` are
+    the client's callbacks (an `elicitation_callback` makes it declare elicitation, and so on)."""
     params = StdioServerParameters(
         command=sys.executable,
         args=serve_command(config)[1:],
         env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"]},
     )
-    return Client(params, mode="legacy")
+    return Client(params, mode="legacy", **host)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

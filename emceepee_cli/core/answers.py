@@ -8,6 +8,7 @@ runs it as it is.
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -45,7 +46,7 @@ def answer_question(
             f"Request {row['request_id']} is a {row['kind']} request.",
             hint=f"Answer it with {ANSWERED_WITH[Kind(row['kind'])]}.",
         )
-    status = check_answer(row, answer)
+    status, answer = check_answer(row, answer)
     settled = journal.settle_pending(row["request_id"], status, answer=answer, by=by)
     now = journal.pending_row(row["request_id"]) or row
     if not settled:
@@ -85,8 +86,9 @@ def _not_pending(row: PendingRow) -> UsageError:
     return UsageError(f"{base.message} ({row['error']})", hint=base.hint) if row.get("error") else base
 
 
-def check_answer(row: PendingRow, answer: dict[str, Any]) -> str:
-    """The status this answer gives the question, or a UsageError naming what is wrong."""
+def check_answer(row: PendingRow, answer: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The status this answer gives the question and the answer as recorded (an accepted form with
+    the schema's defaults filled in), or a UsageError naming what is wrong."""
     if row["status"] != "pending":
         raise already_answered(row)
     params = params_of(row)
@@ -97,16 +99,14 @@ def check_answer(row: PendingRow, answer: dict[str, Any]) -> str:
             raise UsageError(
                 f"Not a valid sampling answer: {exc}", hint="Give the completion's text as `content`."
             ) from exc
-        return SamplingStatus.COMPLETED.value
+        return SamplingStatus.COMPLETED.value, answer
     action = answer.get("action")
     if action not in ACTION_STATUS:
         raise UsageError(f"action must be accept, decline or cancel (got {action!r}).")
     if action == "accept" and params.get("mode") != "url":
-        wrong = schema.problems(
-            answer.get("content") or {},
-            params.get("requested_schema") or params.get("requestedSchema"),
-            root="content",
-        )
+        requested = params.get("requested_schema") or params.get("requestedSchema") or {}
+        answer = {**answer, "content": with_defaults(requested, answer.get("content"))}
+        wrong = schema.problems(answer["content"], requested, root="content")
         if wrong:
             raise UsageError(
                 "The answer does not match the question's schema:\n- " + "\n- ".join(wrong),
@@ -119,7 +119,18 @@ def check_answer(row: PendingRow, answer: dict[str, Any]) -> str:
             f"Not a valid elicitation answer: {exc}",
             hint="Values must be strings, numbers, booleans or lists of strings.",
         ) from exc
-    return ACTION_STATUS[action].value
+    return ACTION_STATUS[action].value, answer
+
+
+def with_defaults(requested: dict[str, Any], content: dict[str, Any] | None) -> dict[str, Any]:
+    """`content` with each absent top-level field that has a `default` in the schema filled in
+    (SEP-1034): accepting a form with `{}` means "the defaults". A value given, even null, stays."""
+    filled = dict(content or {})
+    properties = requested.get("properties") if isinstance(requested, dict) else None
+    for name, prop in (properties if isinstance(properties, dict) else {}).items():
+        if name not in filled and isinstance(prop, dict) and "default" in prop:
+            filled[name] = copy.deepcopy(prop["default"])
+    return filled
 
 
 def already_answered(row: PendingRow) -> UsageError:

@@ -28,10 +28,11 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession, MCPError
 from mcp.client.session import ClientRequestContext
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
 from emceepee_cli import __version__
 from emceepee_cli.config import ServerSpec
-from emceepee_cli.core import connect, listing, transport
+from emceepee_cli.core import connect, listing, transport, urlauth
 from emceepee_cli.core.failures import answered_with_error, brief, closed, closest, describe, leaves
 from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound
 from emceepee_cli.store.records import Kind
@@ -90,6 +91,7 @@ class Backend:
         self.restarts = 0
         self.offer = listing.Offer()
         self.session: ClientSession | None = None
+        self.dispatcher: JSONRPCDispatcher | None = None  # for the requests the session cannot type
         self.process: transport.ProcessInfo | None = None
         self._changed = anyio.Event()
         self._stop = anyio.Event()
@@ -196,10 +198,10 @@ class Backend:
         self.process = None
         async with AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(self._open_transport())
+            self.dispatcher = JSONRPCDispatcher(read, write)
             session = await stack.enter_async_context(
                 ClientSession(
-                    read,
-                    write,
+                    dispatcher=self.dispatcher,
                     logging_callback=self._on_log,
                     message_handler=self._on_message,
                     elicitation_callback=self._on_elicit,
@@ -264,6 +266,9 @@ class Backend:
                 self.sink.spawned(self, process)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(_set_when, process.closed, self._lost)
+                    # A launcher (npx, uvx, a shell) may die while the server it started keeps the
+                    # pipes: the pid shown would be stale and the server unsupervised, so restart.
+                    tg.start_soon(_set_when, process.exited, self._lost)
                     yield streams
                     tg.cancel_scope.cancel()
         finally:
@@ -366,6 +371,8 @@ class Backend:
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 raise await self._connection_lost(what) from exc
+            if (needs_url := urlauth.required(self.name, what, exc)) is not None:
+                raise needs_url from exc
             raise answered_with_error(self.name, what, exc.code, exc.message) from exc
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
             raise await self._connection_lost(what) from exc

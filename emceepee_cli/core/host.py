@@ -1,8 +1,14 @@
 """The host's side of `serve`: its session, what it can answer, and asking it a backend's question.
 
-The session is noted at the host's first tool call (it is the one a background task can send
-requests on, in the handshake era). A question may be forwarded when the host can send requests
-at all; under the `auto` policy, only when the host also declared it can answer that kind.
+The session is kept from the host's `notifications/initialized` (or, for a host that never sends
+it, its first request). A request the host sent ends with its handler, and with it that request's
+own channel; a question is therefore sent on the connection's standalone channel, which a
+handshake-era connection over stdio keeps open for the whole session, whatever request is (or is
+not) open. A 2026-07-28 host takes no requests from a server at all.
+
+Whether a question goes to the host: never under the `park` policy; under `forward` whenever the
+host can take requests; under `auto` only when it also declared it can answer that kind. When
+a question is not forwarded, `why_not` says why (it is logged).
 """
 
 from __future__ import annotations
@@ -11,41 +17,60 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server.session import ServerSession
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from emceepee_cli.config import Policy
 from emceepee_cli.store.records import Kind
 
 
 class HostLink:
     def __init__(self) -> None:
         self.session: ServerSession | None = None
-        self.noted = False
+        self.named = False
 
     def __repr__(self) -> str:
         return f"<HostLink {'connected' if self.session else 'not yet seen'}>"
 
     def note(self, session: ServerSession) -> types.Implementation | None:
-        """Keep the host's session, once; who the host is, the first time only."""
-        if self.noted or session.client_params is None:
+        """Keep a session of the host's connection; who the host is, the first time it is known."""
+        if self.session is None:
+            self.session = session
+        if self.named or session.client_params is None:
             return None
-        self.noted = True
-        self.session = session
+        self.named = True
         return session.client_params.client_info
 
-    def can_send(self) -> bool:
-        return self.session is not None and self.session.can_send_request
+    @property
+    def capabilities(self) -> types.ClientCapabilities | None:
+        return self.session.client_capabilities if self.session is not None else None
 
-    def can_forward(self, kind: str, params: dict[str, Any]) -> bool:
-        """The host can send requests and declared it can answer this kind of question."""
-        if self.session is None or not self.can_send():
-            return False
-        caps = self.session.client_capabilities
+    def can_send(self) -> bool:
+        """The host's connection takes requests from us now (any era but 2026-07-28)."""
+        return self.session is not None and self.session.protocol_version not in MODERN_PROTOCOL_VERSIONS
+
+    def why_not(self, policy: Policy, kind: str, params: dict[str, Any]) -> str | None:
+        """Why a `kind` question cannot be forwarded under `policy`; None when it can."""
+        if policy == "park":
+            return f"the {kind} policy is 'park'"
+        if self.session is None:
+            return "no host has connected yet"
+        if not self.can_send():
+            return (
+                f"the host speaks MCP {self.session.protocol_version}, which takes no requests from a server"
+            )
+        if policy == "forward":
+            return None
+        caps = self.capabilities
         if kind == Kind.SAMPLING:
-            return bool(caps and caps.sampling)
+            return None if caps and caps.sampling else "the host did not declare the sampling capability"
         wanted = caps.elicitation if caps else None
         if wanted is None:
-            return False
-        url_mode = params.get("mode") == "url"
-        return bool(wanted.url) if url_mode else (wanted.form is not None or wanted.url is None)
+            return "the host did not declare the elicitation capability"
+        if params.get("mode") == "url":
+            return None if wanted.url else "the host did not declare URL-mode elicitation"
+        if wanted.form is not None or wanted.url is None:
+            return None
+        return "the host declared only URL-mode elicitation"
 
     async def forward(self, kind: str, params: dict[str, Any]) -> dict[str, Any]:
         """Ask the host; its answer as our snake_case JSON (not yet checked against the question)."""

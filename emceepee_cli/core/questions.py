@@ -16,6 +16,7 @@ given to `on_waiting` (the tasks register one at wiring): this module knows noth
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,6 +36,8 @@ from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import Kind, PendingRow, QuestionJson, params_of, question_json
 
+logger = logging.getLogger(__name__)
+
 PolicyFn = Callable[[str, str], Policy]  # (server, kind) -> auto | forward | park
 Waiting = Callable[[str, str | None], None]  # (server, task_id): a question now waits on the client
 
@@ -53,6 +56,7 @@ class Question:
     answered: anyio.Event = field(default_factory=anyio.Event)
     forwarding: bool = False
     shown: bool = False  # a reply has carried it whole: later ones carry a reminder (core/reminders.py)
+    blocks_call: bool = True  # False: no call waits on it (a URL the backend needs opened first)
 
     def __repr__(self) -> str:
         return f"<Question {self.request_id} {self.row['kind']} {self.row['server']} {self.row['status']}>"
@@ -105,8 +109,10 @@ class Questions:
         correlation: str,
         input_key: str | None = None,
         round_: int = 0,
+        blocks_call: bool = True,
     ) -> Question:
-        question = Question(self._row(server, kind, params, task_id, correlation, input_key, round_))
+        row = self._row(server, kind, params, task_id, correlation, input_key, round_)
+        question = Question(row, blocks_call=blocks_call)
         try:
             with anyio.CancelScope(shield=True):
                 await self.journal.run(Journal.insert_pending, question.row)
@@ -128,7 +134,7 @@ class Questions:
         if self._should_forward(server, kind, params):
             question.forwarding = True
             self.runtime.spawn(self._forward, question, name=f"forward {question.request_id}")
-        else:
+        elif blocks_call:
             self._announce(server, task_id)
         return question
 
@@ -194,12 +200,11 @@ class Questions:
     # ---- forwarding to the host ---------------------------------------------------------------
 
     def _should_forward(self, server: str, kind: str, params: dict[str, Any]) -> bool:
-        policy = self.policy(server, kind)
-        if policy == "park":
-            return False
-        if policy == "forward":
-            return self.host.can_send()
-        return self.host.can_forward(kind, params)
+        why = self.host.why_not(self.policy(server, kind), kind, params)
+        if why is not None:
+            self.log(server, "info", f"{kind} request not forwarded to the host: {why}; parked", "emceepee")
+            logger.info("backend %s: %s request not forwarded to the host: %s; parked", server, kind, why)
+        return why is None
 
     async def _forward(self, question: Question) -> None:
         row = question.row
@@ -208,15 +213,36 @@ class Questions:
                 answer = await self.host.forward(row["kind"], params_of(row))
             await self.answer(question.request_id, answer, by="host")
         except EmceepeeError as exc:  # the host's answer was invalid, or someone answered first
-            message = f"the host's answer to {question.request_id} was not used: {exc.message}"
-            self.log(row["server"], "warning", message, "emceepee")
+            self._host_answer_refused(question, exc)
         except Exception as exc:  # noqa: BLE001 - forwarding is best effort: park instead
             message = f"forwarding {question.request_id} to the host failed ({exc!r}); parked"
             self.log(row["server"], "warning", message, "emceepee")
+            logger.warning("backend %s: %s", row["server"], message)
         finally:
             question.forwarding = False
-            if not question.answered.is_set():
+            if not question.answered.is_set() and question.blocks_call:
                 self._announce(row["server"], row["task_id"])
+
+    def _host_answer_refused(self, question: Question, exc: EmceepeeError) -> None:
+        """The person who filled the host's form must not be ignored silently: the model hears why."""
+        row = question.row
+        message = f"the host's answer to {question.request_id} was not used: {exc.message}"
+        self.log(row["server"], "warning", message, "emceepee")
+        logger.warning("backend %s: %s", row["server"], message)
+        if question.answered.is_set():
+            return  # someone else answered first: nothing is waiting
+        self.events.emit(
+            "host_answer_refused",
+            row["server"],
+            {
+                "request_id": question.request_id,
+                "kind": row["kind"],
+                "task_id": row["task_id"],
+                "error": exc.message,
+                "hint": "The question is still pending: answer it with respond_to_elicitation / "
+                "respond_to_sampling (or resume_tool), or ask the user again.",
+            },
+        )
 
     # ---- answering -------------------------------------------------------------------------
 

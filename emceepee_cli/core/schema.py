@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, cast
 
@@ -80,7 +82,29 @@ def _compiled(schema_json: str) -> jsonschema.protocols.Validator | None:
         cls.check_schema(schema)
     except jsonschema.exceptions.SchemaError:
         return None  # a broken schema from a backend: we cannot judge, the backend will
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    return cls(schema, format_checker=FORMATS)
+
+
+# jsonschema checks `uri` and `date-time` only with optional packages; a form's `format: uri` or
+# `date-time` (MCP elicitation allows both) is checked here instead, to the letter of RFC 3986 / 3339.
+FORMATS = jsonschema.FormatChecker()
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s<>\"{}|\\^`\x00-\x1f\x7f]*")
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+@FORMATS.checks("uri")
+def _is_uri(value: object) -> bool:
+    return not isinstance(value, str) or _URI.fullmatch(value) is not None
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def _is_date_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    if _DATE_TIME.fullmatch(value) is None:
+        return False
+    datetime.fromisoformat(value.upper().replace("Z", "+00:00"))  # a 13th month raises
+    return True
 
 
 _by_identity: dict[int, tuple[Mapping[str, Any], jsonschema.protocols.Validator | None]] = {}
@@ -113,13 +137,17 @@ def problems(instance: Any, schema: Mapping[str, Any] | None, root: str = "args"
     return [f"{_path(root, e.absolute_path)}: {_message(e)}" for e in errors]
 
 
-def _message(error: Any) -> str:
+def _message(error: jsonschema.exceptions.ValidationError) -> str:
     """jsonschema's message, with the value shown as JSON (null, true, ["a"]) rather than as Python,
-    and a length limit named."""
+    and the format or the length limit named."""
+    if error.validator == "format":
+        value = json.dumps(error.instance, ensure_ascii=False, default=repr)
+        return f"{value} is not a valid '{error.validator_value}'"
     limits = {"maxItems": "at most", "minItems": "at least", "maxLength": "at most", "minLength": "at least"}
     if error.validator in limits and isinstance(error.instance, list | str):
         unit = "items" if isinstance(error.instance, list) else "characters"
-        return f"has {len(error.instance)} {unit}; {limits[error.validator]} {error.validator_value} allowed"
+        bound = f"{limits[str(error.validator)]} {error.validator_value}"
+        return f"has {len(error.instance)} {unit}; {bound} allowed"
     message = str(error.message)
     shown = repr(error.instance)
     if message.startswith(shown):

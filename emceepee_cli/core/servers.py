@@ -23,12 +23,13 @@ from pydantic import BaseModel
 from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec, reload
 from emceepee_cli.config.reload import Plan
-from emceepee_cli.core import patterns, schema, transport
+from emceepee_cli.core import patterns, schema, transport, urlauth
 from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.heard import Heard, kept_params
+from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.tasks import Outcome, Tasks
@@ -51,6 +52,25 @@ def dump(model: BaseModel) -> dict[str, Any]:
     return out
 
 
+def tool_json(tool: types.Tool) -> dict[str, Any]:
+    """A backend tool as list_tools shows it: what a model needs to choose and call it safely
+    (its title, its hints such as destructive or read-only, its output schema, and whether it runs
+    as a task), with nothing left empty."""
+    out: dict[str, Any] = {"name": tool.name}
+    if tool.title:
+        out["title"] = tool.title
+    out["description"] = tool.description or ""
+    out["input_schema"] = tool.input_schema
+    if tool.output_schema:
+        out["output_schema"] = tool.output_schema
+    if tool.annotations is not None and (hints := dump(tool.annotations)):
+        out["annotations"] = hints
+    support = tool.execution.task_support if tool.execution is not None else None
+    if support and support != "forbidden":
+        out["task_support"] = support
+    return out
+
+
 class Servers:
     def __init__(
         self,
@@ -64,6 +84,7 @@ class Servers:
         instance_id: str,
         *,
         backends: dict[str, Backend],
+        native: Native | None = None,
         log_dir: Path | None = None,
     ) -> None:
         self.config = config
@@ -75,6 +96,7 @@ class Servers:
         self.runtime = runtime
         self.instance_id = instance_id
         self.backends = backends
+        self.native = native  # the host's own lists, told what backends say
         self.log_dir = log_dir
         self.changing = anyio.Lock()  # one change of the set of backends at a time (tools, reload)
 
@@ -106,9 +128,21 @@ class Servers:
         self.heard.notification(server, method, params)
         key = f"{server}\0{method}\0{encoded}"
         self.events.emit("notification", server, {"method": method, "params": params}, coalesce=key)
+        if self.native is not None:
+            self.native.relay(server, method, params)
+        if method == "notifications/elicitation/complete" and isinstance(params.get("elicitationId"), str):
+            self.runtime.spawn(
+                urlauth.completed,
+                self.questions,
+                server,
+                params["elicitationId"],
+                name="elicitation complete",
+            )
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
         self.heard.log(server, level, message, source)
+        if source == "mcp" and self.native is not None:
+            self.native.relay_log(server, level, redact(message))
 
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
         """Journal the process, so a later emceepee can stop it should this one die without doing so."""
@@ -154,6 +188,8 @@ class Servers:
         self.log(backend.name, "info", f"{previous} -> {backend.status}{detail}", "emceepee")
         if detail:  # the host's log of our stderr is often the only place a person looks
             log.warning("backend %s: %s -> %s%s", backend.name, previous, backend.status, detail)
+        if backend.status == Status.READY and self.native is not None:
+            self.native.connected(backend)
         kind = _SERVER_EVENTS.get((previous, backend.status)) or _SERVER_EVENTS.get((None, backend.status))
         if kind:
             data = {
@@ -281,10 +317,7 @@ class Servers:
             if backend.status != Status.READY:
                 group["error"] = backend.last_error or f"backend is {backend.status}"
             else:
-                group["tools"] = [
-                    {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
-                    for t in backend.offer.tools.values()
-                ]
+                group["tools"] = [tool_json(t) for t in backend.offer.tools.values()]
             groups.append(group)
         if pattern:  # in a thread, bounded: a pattern that backtracks must not stall the event loop
             listed = [tool for group in groups for tool in group.get("tools", ())]
@@ -294,6 +327,7 @@ class Servers:
             for group in groups:
                 if "tools" in group:
                     group["tools"] = [tool for tool in group["tools"] if id(tool) in kept]
+            groups = [group for group in groups if group.get("tools") or "error" in group]
         return {"servers": groups}
 
     async def execute_tool(

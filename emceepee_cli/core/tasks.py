@@ -26,7 +26,7 @@ import mcp_types as types
 from mcp import ClientSession
 
 from emceepee_cli.config import Defaults
-from emceepee_cli.core import lifetime, sagas
+from emceepee_cli.core import backend_tasks, lifetime, sagas, urlauth
 from emceepee_cli.core.answers import already_answered, step_answer
 from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.calls import Call, CallState, Relay, final_row, journal_warning, outcome, task_row
@@ -162,6 +162,8 @@ class Tasks:
             with call.scope:
                 try:
                     call.result = await self._drive(call, backend, resume)
+                except urlauth.UrlElicitationRequired as exc:
+                    call.error = await urlauth.park(self.questions, call.server, call.tool, exc)
                 except EmceepeeError as exc:
                     call.error = exc
                 except Exception as exc:
@@ -230,6 +232,10 @@ class Tasks:
         self, call: Call, responses: types.InputResponses | None, state: str | None, session: ClientSession
     ) -> types.CallToolResult | types.InputRequiredResult:
         """One tools/call of this call: the first, or the next after a round of answers."""
+        backend = self.backends(call.server)
+        if backend is not None and backend_tasks.runs_as_task(backend, call.tool):
+            progress = functools.partial(self.recorder.progress, call)
+            return await backend_tasks.call(backend, session, call.tool, call.args, call.ttl_s, progress)
         return await session.call_tool(
             call.tool,
             call.args,

@@ -23,6 +23,7 @@ from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.events import EVENTS_KEPT, Events
 from emceepee_cli.core.heard import Heard
 from emceepee_cli.core.host import HostLink
+from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.servers import Servers
@@ -77,6 +78,7 @@ class Services:
     events: Events
     heard: Heard
     host: HostLink
+    native: Native
     runtime: Runtime
     watcher: Watcher
     journal: AsyncJournal
@@ -139,6 +141,7 @@ def build(
         install_key=sagas.install_key(),
     )
     questions.on_waiting(tasks.question_arrived)
+    native = Native(backends, host, runtime)
     servers = Servers(
         config,
         journal,
@@ -149,6 +152,7 @@ def build(
         runtime,
         instance_id,
         backends=backends,
+        native=native,
         log_dir=log_dir,
     )
     watcher = Watcher(journal, runtime, tasks, questions, instance_id, defaults.retention_s)
@@ -159,6 +163,7 @@ def build(
         events=events,
         heard=heard,
         host=host,
+        native=native,
         runtime=runtime,
         watcher=watcher,
         journal=journal,

@@ -17,10 +17,10 @@ import os
 import signal
 import sys
 import warnings
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -44,6 +44,8 @@ from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
 
 log = logging.getLogger("emceepee")
+
+T = TypeVar("T")
 
 SHUTDOWN_GRACE_S = 10.0  # backends stop in ≤ ~6 s each, concurrently
 
@@ -91,7 +93,7 @@ def build_server(
             if on_closed is not None:
                 on_closed()
 
-    return Server(
+    server = Server(
         "emceepee",
         version=__version__,
         instructions=INSTRUCTIONS,
@@ -100,7 +102,23 @@ def build_server(
         on_call_tool=_call_tool,
         on_list_resources=_list_resources,
         on_read_resource=_read_resource,
+        on_list_resource_templates=_list_resource_templates,
+        on_subscribe_resource=_subscribe,
+        on_unsubscribe_resource=_unsubscribe,
+        on_list_prompts=_list_prompts,
+        on_get_prompt=_get_prompt,
+        on_completion=_complete,
     )
+    # logging/setLevel is deprecated as of 2026-07-28 (the constructor keyword warns); it is what
+    # every handshake-era host uses.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_level)
+    server.add_notification_handler("notifications/initialized", types.NotificationParams, _initialized)
+    return server
+
+
+async def _initialized(ctx: ServerRequestContext[Services], params: types.NotificationParams) -> None:
+    """The host finished the handshake: keep its connection, to forward questions from now on."""
+    _note_host(ctx, ctx.lifespan_context)
 
 
 async def _list_tools(
@@ -118,20 +136,76 @@ async def _list_resources(
         mime_type="application/json",
         description="Mermaid diagrams of emceepee's task, elicitation and sampling states.",
     )
-    return types.ListResourcesResult(resources=[diagram])
+    await ctx.lifespan_context.native.settled()
+    return types.ListResourcesResult(resources=[diagram, *ctx.lifespan_context.native.list_resources()])
+
+
+async def _list_resource_templates(
+    ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
+) -> types.ListResourceTemplatesResult:
+    await ctx.lifespan_context.native.settled()
+    return types.ListResourceTemplatesResult(resource_templates=ctx.lifespan_context.native.list_templates())
 
 
 async def _read_resource(
     ctx: ServerRequestContext[Services], params: types.ReadResourceRequestParams
 ) -> types.ReadResourceResult:
     if params.uri != diagrams.URI:
-        raise MCPError(
-            code=types.INVALID_PARAMS, message=f"Unknown resource {params.uri!r}; emceepee has {diagrams.URI}"
-        )
+        return await _native(ctx.lifespan_context.native.read_resource(str(params.uri)))
     body = json.dumps(diagrams.diagrams(), indent=2)
     return types.ReadResourceResult(
         contents=[types.TextResourceContents(uri=diagrams.URI, mime_type="application/json", text=body)]
     )
+
+
+async def _subscribe(
+    ctx: ServerRequestContext[Services], params: types.SubscribeRequestParams
+) -> types.EmptyResult:
+    await _native(ctx.lifespan_context.native.subscribe(str(params.uri)))
+    return types.EmptyResult()
+
+
+async def _unsubscribe(
+    ctx: ServerRequestContext[Services], params: types.UnsubscribeRequestParams
+) -> types.EmptyResult:
+    await _native(ctx.lifespan_context.native.unsubscribe(str(params.uri)))
+    return types.EmptyResult()
+
+
+async def _list_prompts(
+    ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
+) -> types.ListPromptsResult:
+    await ctx.lifespan_context.native.settled()
+    return ctx.lifespan_context.native.list_prompts()
+
+
+async def _get_prompt(
+    ctx: ServerRequestContext[Services], params: types.GetPromptRequestParams
+) -> types.GetPromptResult:
+    return await _native(ctx.lifespan_context.native.get_prompt(params.name, params.arguments))
+
+
+async def _complete(
+    ctx: ServerRequestContext[Services], params: types.CompleteRequestParams
+) -> types.CompleteResult:
+    return await _native(ctx.lifespan_context.native.complete(params))
+
+
+async def _set_level(
+    ctx: ServerRequestContext[Services], params: types.SetLevelRequestParams
+) -> types.EmptyResult:
+    await ctx.lifespan_context.native.set_level(params.level)
+    return types.EmptyResult()
+
+
+async def _native(work: Awaitable[T]) -> T:
+    """A native request routed to a backend; what goes wrong, as a JSON-RPC error the host shows."""
+    try:
+        return await work
+    except NotFound as exc:
+        raise MCPError(code=types.INVALID_PARAMS, message=f"{exc.message} {exc.hint or ''}".strip()) from exc
+    except EmceepeeError as exc:
+        raise MCPError(code=types.INTERNAL_ERROR, message=f"{exc.message} {exc.hint or ''}".strip()) from exc
 
 
 async def _call_tool(
@@ -188,7 +262,7 @@ def _checked(params: types.CallToolRequestParams) -> tuple[MetaTool, dict[str, A
 
 
 def _note_host(ctx: ServerRequestContext[Services], services: Services) -> None:
-    """Keep the host's session (to forward questions) and record which host this is, once."""
+    """Keep the host's connection (to forward questions) and record which host this is, once."""
     info = services.host.note(ctx.session)
     if info is not None:
         name, version = info.name, info.version
@@ -226,7 +300,8 @@ async def _serve(config: Config, log_dir: Path, db_path: Path | None) -> None:
         if sys.platform != "win32":
             tg.start_soon(_exit_on_signal, tg.cancel_scope, closed)
         async with host_streams() as (read, write):
-            options = server.create_initialization_options(NotificationOptions(tools_changed=False))
+            changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=False)
+            options = server.create_initialization_options(changes)
             await server.run(read, write, options)
         tg.cancel_scope.cancel()
     log.info("stopped")

@@ -6,9 +6,9 @@ emceepee's tests spawn it as ``python examples/servers/defaults.py``. It speaks 
 Tools
     profile()
         Sends elicitation/create (form mode) with PROFILE_SCHEMA below: a default for a string,
-        an integer, a number, a boolean, a plain enum, a titled enum (oneOf) and a multi-select
-        enum, and five of the seven fields required. It does not fill defaults in itself: it
-        checks the content it got against the schema and returns it as it came.
+        a URI (format: uri), an integer, a number, a boolean, a plain enum, a titled enum (oneOf)
+        and a multi-select enum, and five of the eight fields required. It does not fill defaults in itself:
+        it checks the content it got against the schema and returns it as it came.
           accept, valid    -> text: the content as JSON; structured {"action": "accept", "content": {...}}
           accept, invalid  -> isError: "content does not match the schema: <problems>";
                               structured {"action": "accept", "content": {...}, "problems": [...]}
@@ -41,6 +41,12 @@ PROFILE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "name": {"type": "string", "title": "Name", "default": "Ada Lovelace"},
+        "homepage": {
+            "type": "string",
+            "title": "Homepage",
+            "format": "uri",
+            "default": "https://example.com/ada",
+        },
         "age": {"type": "integer", "title": "Age", "minimum": 0, "default": 36},
         "score": {"type": "number", "title": "Score", "default": 9.5},
         "subscribed": {"type": "boolean", "title": "Subscribe to news", "default": True},

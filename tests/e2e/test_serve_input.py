@@ -44,7 +44,7 @@ async def test_a_backtracking_pattern_is_refused_within_its_budget_and_serve_sta
         with anyio.fail_after(30):
             # `(a+)+$`, the textbook case for `re`, is handled quickly by the matcher: no error.
             nested = payload(await client.call_tool("list_tools", {"pattern": "(a+)+$"}))
-            assert nested["servers"][0]["tools"] == []
+            assert nested["servers"] == []  # no server has a match
             found = payload(await client.call_tool("list_tools", {"pattern": "^ECHO$"}))
             assert [t["name"] for t in found["servers"][0]["tools"]] == ["echo"]
             for pattern, said in (

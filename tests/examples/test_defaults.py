@@ -17,6 +17,7 @@ pytestmark = pytest.mark.anyio
 
 DEFAULTS = {
     "name": "Ada Lovelace",
+    "homepage": "https://example.com/ada",
     "age": 36,
     "score": 9.5,
     "subscribed": True,
