@@ -38,6 +38,7 @@ from emceepee_cli.redact import RedactingFormatter
 from emceepee_cli.server import diagrams
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call, MetaTool
+from emceepee_cli.server.resume_wire import resume_tokens
 from emceepee_cli.server.stdio import host_streams
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
@@ -82,7 +83,7 @@ def build_server(
             if on_closed is not None:
                 on_closed()
 
-    return Server(
+    server = Server(
         "emceepee",
         version=__version__,
         instructions=INSTRUCTIONS,
@@ -92,6 +93,8 @@ def build_server(
         on_list_resources=_list_resources,
         on_read_resource=_read_resource,
     )
+    server.middleware.append(resume_tokens)  # a task's resume token also where the proposal puts it
+    return server
 
 
 async def _list_tools(

@@ -37,6 +37,7 @@ from emceepee_cli.store.records import (
     settling,
 )
 from emceepee_cli.store.recovery import Recovery
+from emceepee_cli.store.steps import Steps
 
 MISTAKEN_ORPHAN = "(status = ? AND instance_id = ? AND error LIKE ?)"  # see owns_by_mistake
 ID_LENGTH = 26  # a whole ULID: no prefix to resolve
@@ -44,7 +45,7 @@ TASKS_LISTED = "list_tasks(include_completed=true) shows the known tasks."
 QUESTIONS_LISTED = "get_elicitations / get_sampling_requests list them."
 
 
-class Journal(EventLog, Instances, Recovery):
+class Journal(EventLog, Instances, Recovery, Steps):
     def __init__(self, path: Path | None = None) -> None:
         self.path = paths.db_path(path)
         self.db = connect(self.path)
@@ -169,7 +170,9 @@ class Journal(EventLog, Instances, Recovery):
             [TaskStatus.WORKING.value, now_iso(-retention_s)],
         )
         self.db.execute("DELETE FROM events WHERE created_at < ?", [now_iso(-retention_s)])
-        return cursor.rowcount
+        count = cursor.rowcount
+        self.purge_steps()
+        return count
 
     @mapped
     def set_round(self, task_id: str, request_state: str | None, round_: int) -> None:
