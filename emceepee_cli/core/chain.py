@@ -325,7 +325,8 @@ class Chain:
             blocks.append({"resumable": {"resume_token": token, "how": how}})
         if len(self.steps) > 1:
             read = f"get_task(task_id='{self.task_id}') lists every step with its whole result"
-            blocks.append({"earlier_results": {"count": len(self.steps) - 1, "read_with": read}})
+            earlier = {"count": len(self.steps) - 1, "task_id": self.task_id, "read_with": read}
+            blocks.append({"earlier_results": earlier})
         if not blocks:
             return result
         extra = [types.TextContent(type="text", text=_json(block)) for block in blocks]

@@ -31,6 +31,10 @@ Once initialized, its tools misbehave on request:
     pattern_arg(s)        `s` back; its schema's `pattern` backtracks catastrophically on "aaa…b"
     listings()            how many tools/list requests it has answered, as text
     stderr_lines(mb)      about mb MiB of short lines on stderr, then "lines written"
+    suggest(kind)         "suggested" with a _meta.nextTool that is malformed (kind "string": a
+                          string; "no_tool": an object without `tool`) or huge ("huge": echo with
+                          a 1 MiB argument)
+    endless()             "again", with a fresh nextResumeToken every time: it never ends
 
 Everything diagnostic goes to stderr; stdout is the protocol wire.
 """
@@ -60,7 +64,10 @@ TOOLS: dict[str, dict[str, Any]] = {
     "pattern_arg": {"s": {"type": "string", "pattern": "^(a|aa)+$"}},
     "listings": {},
     "stderr_lines": {"mb": {"type": "number"}},
+    "suggest": {"kind": {"type": "string"}},
+    "endless": {},
 }
+endless_calls = 0
 
 listings = 0
 
@@ -134,6 +141,17 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
             sys.stderr.buffer.write(line)
         sys.stderr.buffer.flush()
         result(request_id, text("lines written"))
+    elif name == "suggest":
+        suggestion: Any = {
+            "string": "echo please",
+            "no_tool": {"arguments": {"text": "x"}},
+            "huge": {"tool": "echo", "arguments": {"text": "h" * (1024 * 1024)}},
+        }[str(args.get("kind"))]
+        result(request_id, {**text("suggested"), "_meta": {"nextTool": suggestion}})
+    elif name == "endless":
+        global endless_calls
+        endless_calls += 1
+        result(request_id, {**text(f"again {endless_calls}"), "nextResumeToken": f"t{endless_calls}"})
     else:
         send(
             {
