@@ -24,7 +24,6 @@ from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.recorder import Recorder
 from emceepee_cli.core.rounds import Round, Rounds
 from emceepee_cli.core.runtime import Runtime
-from emceepee_cli.errors import BackendError
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import Kind, PendingRow
@@ -71,8 +70,6 @@ class Stepper:
             responses = await self.rounds.collect(self.resume_round.asked)
             self.resume_round = None
             await self.backend.wait_ready(self.ready_wait_s)
-        elif token is not None:
-            await self.backend.wait_ready(self.ready_wait_s)
         listed = self.backend.offer.tools.get(step.tool)
         while True:
             send = functools.partial(self._send, step, token, resume.declares_token(listed), responses, state)
@@ -98,21 +95,16 @@ class Stepper:
         state: str | None,
         session: ClientSession,
     ) -> tuple[types.CallToolResult | types.InputRequiredResult, str | None]:
-        try:
-            return await resume.call_tool_raw(
-                session,
-                step.tool,
-                step.args,
-                token=token,
-                in_arguments=in_arguments,
-                responses=responses,
-                state=state,
-                progress=functools.partial(self.recorder.progress, self.call),
-            )
-        except ValueError as exc:  # pydantic: neither a CallToolResult nor an InputRequiredResult
-            raise BackendError(
-                f"Backend '{self.call.server}' answered tools/call '{step.tool}' with an unknown result type."
-            ) from exc
+        return await resume.call_tool_raw(
+            session,
+            step.tool,
+            step.args,
+            token=token,
+            in_arguments=in_arguments,
+            responses=responses,
+            state=state,
+            progress=functools.partial(self.recorder.progress, self.call),
+        )
 
     async def approve(self, step: Step, reason: str) -> PendingRow:
         """Ask whoever can answer whether the step may run; its question's settled row."""

@@ -238,6 +238,9 @@ class Tasks:
     ) -> types.CallToolResult:
         """The call's steps: its tool, then what the results lead to (core/chain.py)."""
         chain = self._chain(call, backend, resume_round)
+        if resume_round is not None:  # adopted in the middle of its input rounds: approved before, if at all
+            await backend.wait_ready(self.defaults.max_wait_ms / 1000)
+            return await chain.go_on(Step(1, "call", call.tool, call.args), None)
         if adopted is None:
             return await chain.run(call.tool, call.args, call.token)
         # A resuming call a dead emceepee left: re-issue its last step's request with the token.
