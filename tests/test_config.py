@@ -431,7 +431,11 @@ def test_an_unknown_server_field_suggests_the_closest_known_one() -> None:
 def test_an_unknown_field_with_no_close_match_lists_the_known_ones() -> None:
     [problem] = problems_of('[servers.git]\ncommand = "uvx"\nzzz = 1\n')
 
-    known = "command, args, env, cwd, url, headers, enabled, protocol, elicitation, sampling, pass_env"
+    known = (
+        "command, args, env, cwd, url, headers, enabled, protocol, elicitation, sampling, pass_env, "
+        "follow_next_tool, max_chain_depth, auto_resume, auto_resume_limit, auto_resume_interval_ms, "
+        "confirm_destructive, tools, confirm"
+    )
     assert problem.endswith(f"unknown field; known: {known}")
 
 

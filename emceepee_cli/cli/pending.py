@@ -258,6 +258,8 @@ def build_reply(row: PendingRow, given: Given) -> dict[str, Any]:
             return sampling_answer(text, given.model or "human", None)
         if given.content is not None:
             content = parse_content(given.content)
+        elif row.get("purpose") == "approval":  # an empty form would accept without asking anything
+            return ask_approval(row)
         else:
             content = ask_done(row) if kind == "url" else ask_form(params.get("requested_schema") or {})
     except (EOFError, KeyboardInterrupt):
@@ -300,3 +302,9 @@ def ask_done(row: PendingRow) -> dict[str, Any]:
         f"Nothing was answered; question {row['request_id']} is still pending.",
         hint=f"Run emceepee answer {row['request_id']} again when you are done, or use --decline / --cancel.",
     )
+
+
+def ask_approval(row: PendingRow) -> dict[str, Any]:
+    render.line(str(_params(row).get("message", "")))
+    allowed = render.ask("Allow? [y/N] ").strip().lower() in ("y", "yes")
+    return {"action": "accept", "content": {}} if allowed else {"action": "decline"}

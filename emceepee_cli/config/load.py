@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from emceepee_cli import paths
 from emceepee_cli.config.expand import RefError
+from emceepee_cli.config.globs import glob_problem
 from emceepee_cli.config.model import (
     POLICIES,
     PROTOCOLS,
@@ -101,6 +102,12 @@ class _Reader:
     def positive_int(self, key: str, default: int) -> int:
         return cast(int, self._get(key, lambda v: type(v) is int and v > 0, "a positive integer", default))
 
+    def optional_boolean(self, key: str) -> bool | None:
+        return cast("bool | None", self._get(key, lambda v: isinstance(v, bool), "true or false"))
+
+    def optional_int(self, key: str) -> int | None:
+        return cast("int | None", self._get(key, lambda v: type(v) is int and v > 0, "a positive integer"))
+
     def choice(self, key: str, choices: tuple[str, ...], default: str | None = None) -> Any:
         return self._get(key, lambda v: v in choices, f"one of {', '.join(choices)}", default)
 
@@ -112,11 +119,9 @@ def _parse_defaults(raw: object) -> tuple[Defaults, list[ConfigProblem]]:
     known = tuple(f.name for f in fields(Defaults))
     problems = [_unknown(None, f"defaults.{key}", known) for key in table if key not in known]
     r, base = _Reader(table, None, "defaults."), Defaults()
-    # Each default is a positive integer or a policy; its built-in value says which.
+    # Each default is a boolean, a positive integer or a policy; its built-in value says which.
     values: dict[str, Any] = {
-        name: r.positive_int(name, value) if isinstance(value, int) else r.choice(name, POLICIES, value)
-        for name, value in vars(base).items()
-        if not isinstance(value, tuple)
+        name: _default(r, name, value) for name, value in vars(base).items() if not isinstance(value, tuple)
     }
     values["pass_env"] = _pass_env(r)
     defaults = Defaults(**values)
@@ -124,6 +129,14 @@ def _parse_defaults(raw: object) -> tuple[Defaults, list[ConfigProblem]]:
         r.add("task_ttl_ms", f"must not exceed task_ttl_max_ms (got {defaults.task_ttl_ms})")
         defaults = replace(defaults, task_ttl_ms=min(base.task_ttl_ms, defaults.task_ttl_max_ms))
     return defaults, problems + r.problems
+
+
+def _default(r: _Reader, name: str, value: object) -> Any:
+    if isinstance(value, bool):
+        return r.boolean(name, value)
+    if isinstance(value, int):
+        return r.positive_int(name, value)
+    return r.choice(name, POLICIES, str(value))
 
 
 def _parse_servers(raw: object) -> tuple[dict[str, ServerSpec], list[ConfigProblem]]:
@@ -165,6 +178,14 @@ def parse_server(name: str, raw: object) -> tuple[ServerSpec | None, list[Config
         elicitation=r.choice("elicitation", POLICIES),
         sampling=r.choice("sampling", POLICIES),
         pass_env=_pass_env(r),
+        follow_next_tool=r.optional_boolean("follow_next_tool"),
+        max_chain_depth=r.optional_int("max_chain_depth"),
+        auto_resume=r.optional_boolean("auto_resume"),
+        auto_resume_limit=r.optional_int("auto_resume_limit"),
+        auto_resume_interval_ms=r.optional_int("auto_resume_interval_ms"),
+        confirm_destructive=r.optional_boolean("confirm_destructive"),
+        tools=_tool_patterns(r),
+        confirm=_globs(r, "confirm", r.strings("confirm")),
     )
     _check_shape(table, r)
     problems += r.problems or _ref_problems(spec, None)
@@ -179,6 +200,29 @@ def _pass_env(r: _Reader) -> tuple[str, ...]:
         r.add("pass_env", f"must be variable names or prefixes ending in '*', like LC_* (got {bad[0]!r})")
         return ()
     return names
+
+
+def _tool_patterns(r: _Reader) -> dict[str, tuple[str, ...]]:
+    """`tools = { allow = [...], deny = [...] }`: glob patterns of tool names."""
+    raw = r.table.get("tools")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or set(raw) - {"allow", "deny"}:
+        r.add("tools", 'must be a table like { allow = ["name*"], deny = ["delete_*"] }')
+        return {}
+    sub = _Reader(cast(dict[str, object], raw), r.server, r.prefix + "tools.")
+    out = {key: _globs(sub, key, sub.strings(key)) for key in ("allow", "deny") if key in raw}
+    r.problems += sub.problems
+    return out
+
+
+def _globs(r: _Reader, key: str, values: tuple[str, ...]) -> tuple[str, ...]:
+    """Tool-name globs; something that is not one (a regular expression, say) is a problem."""
+    for i, value in enumerate(values):
+        problem = glob_problem(value)
+        if problem:
+            r.add(f"{key}[{i}]", problem)
+    return values
 
 
 def _check_shape(table: Mapping[str, object], r: _Reader) -> None:

@@ -39,6 +39,16 @@ class ServerSpec:
     elicitation: Policy | None = None
     sampling: Policy | None = None
     pass_env: tuple[str, ...] = ()  # more of emceepee's variables for a stdio backend (NAME or PREFIX*)
+    # How results that drive the workflow are followed (None: the [defaults] value), and which
+    # tools may run at all, or only once approved (see core/policy.py).
+    follow_next_tool: bool | None = None
+    max_chain_depth: int | None = None
+    auto_resume: bool | None = None
+    auto_resume_limit: int | None = None
+    auto_resume_interval_ms: int | None = None
+    confirm_destructive: bool | None = None
+    tools: dict[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])  # allow, deny
+    confirm: tuple[str, ...] = ()
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -48,7 +58,7 @@ class ServerSpec:
         """The [servers.NAME] table: non-default fields only, values as written (unexpanded)."""
         blank = ServerSpec(self.name)
         return {
-            f.name: list(value) if isinstance(value, tuple) else value
+            f.name: _toml_value(value)
             for f in fields(self)
             if f.name != "name" and (value := getattr(self, f.name)) != getattr(blank, f.name)
         }
@@ -75,6 +85,12 @@ class Defaults:
     elicitation: Policy = "auto"
     sampling: Policy = "auto"
     pass_env: tuple[str, ...] = ()  # passed to every stdio backend, beyond core/environment.py's list
+    follow_next_tool: bool = True  # call the tool a result suggests (_meta.nextTool) on the same server
+    max_chain_depth: int = 5  # calls in one chain, the first included
+    auto_resume: bool = False  # re-issue a call whose result carries nextResumeToken until it has none
+    auto_resume_limit: int = 50  # re-issues per call
+    auto_resume_interval_ms: int = 1000  # between re-issues
+    confirm_destructive: bool = False  # ask before a tool annotated destructiveHint runs
 
 
 @dataclass(frozen=True)
@@ -114,6 +130,14 @@ def forwarding_policy(spec: ServerSpec | None, defaults: Defaults, kind: str) ->
     """How a `kind` question of this server may reach the host: its own setting, else the default."""
     own = None if spec is None else spec.sampling if kind == "sampling" else spec.elicitation
     return own or (defaults.sampling if kind == "sampling" else defaults.elicitation)
+
+
+def _toml_value(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, dict):
+        return {key: _toml_value(item) for key, item in value.items()}
+    return value
 
 
 def unknown_server(name: str, known: Mapping[str, object], hint: str) -> NotFound:

@@ -157,6 +157,9 @@ def _refused(row: PendingRow) -> types.ErrorData | None:
     """The error a backend receives for a question nobody answered (None: it was answered)."""
     if row["status"] not in ("expired", "rejected"):
         return None
+    detail = json.loads(str(row.get("error_detail") or "null"))
+    if isinstance(detail, dict) and row.get("answered_by") == "model":  # the client's own error (resume_tool)
+        return types.ErrorData(code=detail["code"], message=detail["message"], data=detail.get("data"))
     code = types.REQUEST_TIMEOUT if row["status"] == "expired" else types.INTERNAL_ERROR
     ended = "expired" if row["status"] == "expired" else f"was {row['status']}"
     message = f"emceepee: the request {ended}: {row.get('error') or ''}".strip()

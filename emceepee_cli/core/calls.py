@@ -107,6 +107,9 @@ class Call:
     progress: dict[str, Any] | None = None
     progress_written: float = 0.0
     progress_announced: float = field(default_factory=time.monotonic)  # first summary after PROGRESS_EVENT_S
+    follow: Any = None  # core/policy.Follow: how its results' suggestions and resume tokens are followed
+    token: str | None = None  # a backend's resume token its first request carries
+    chain: Any = None  # core/chain.Chain: its steps, once it runs
 
     def __repr__(self) -> str:
         return f"<Call {self.call_id} {self.server}.{self.tool} {self.state}>"

@@ -110,9 +110,13 @@ class Questions:
         input_key: str | None = None,
         round_: int = 0,
         blocks_call: bool = True,
+        purpose: str | None = None,
+        approval: dict[str, Any] | None = None,
     ) -> Question:
         row = self._row(server, kind, params, task_id, correlation, input_key, round_)
         question = Question(row, blocks_call=blocks_call)
+        if purpose is not None:  # emceepee's own question (an approval): what it is about, beside it
+            question.row["purpose"], question.row["approval"] = purpose, json.dumps(approval)
         try:
             with anyio.CancelScope(shield=True):
                 await self.journal.run(Journal.insert_pending, question.row)

@@ -83,6 +83,16 @@ class Rounds:
         for key, question in asked.items():
             row = await self.questions.wait(question)
             reply = backend_reply(row)
+            if (
+                isinstance(reply, types.ErrorData)
+                and row.get("error_detail")
+                and row.get("answered_by") == "model"
+            ):
+                # a 2026-07-28 backend has no slot for an error in its input responses
+                raise BackendError(
+                    f"The client refused step {row['request_id']} of this call: {reply.message} "
+                    f"(code {reply.code})"
+                )
             if isinstance(reply, types.ErrorData):
                 raise BackendError(
                     f"The question {row['request_id']} for this call was {row['status']}: {row.get('error')}"

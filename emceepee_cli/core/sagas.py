@@ -2,7 +2,12 @@
 
 A token names the task and the steps (pending questions) it was suspended on, with an expiry,
 signed with HMAC-SHA256 under a per-install key (a 0600 file in the data folder, made on first
-use). `resume_tool` accepts only a token this install signed, unaltered and unexpired.
+use). `resume_tool` accepts only a token this install signed, unaltered and unexpired. The same
+key signs emceepee's resume tokens (core/resume.py); a claim `p` keeps the two kinds apart.
+
+A step's `params` are exactly the request's params (`elicitation/create`, `sampling/createMessage`,
+wire camelCase), as a client following the saga design expects; emceepee's own details (server,
+task, status, times; an approval's tool and arguments) sit beside them, snake_case.
 """
 
 from __future__ import annotations
@@ -14,12 +19,17 @@ import json
 import os
 import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
+from pydantic import BaseModel
+
 from emceepee_cli import paths
+from emceepee_cli.core.answers import check_answer, step_answer
 from emceepee_cli.errors import UsageError
-from emceepee_cli.store.records import QuestionJson
+from emceepee_cli.store.records import Kind, PendingRow, params_of, question_json
 
 TOKEN_TTL_S = 3600.0
 KEY_FILE = "install.key"
@@ -49,26 +59,40 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def seal(key: bytes, claims: dict[str, Any], prefix: str = "") -> str:
+    """`prefix + body.mac`: the claims, signed under the install key (the prefix is signed too)."""
+    body = _b64(json.dumps(claims, separators=(",", ":")).encode())
+    mac = _b64(hmac.new(key, (prefix + body).encode(), hashlib.sha256).digest())
+    return f"{prefix}{body}.{mac}"
+
+
+def unseal(key: bytes, token: str, prefix: str = "") -> dict[str, Any] | None:
+    """The claims of a token this install sealed with `prefix`, unaltered; None otherwise."""
+    if not token.startswith(prefix):
+        return None
+    body, _, mac = token[len(prefix) :].partition(".")
+    expected = _b64(hmac.new(key, (prefix + body).encode(), hashlib.sha256).digest())
+    if not mac or not hmac.compare_digest(mac, expected):
+        return None
+    try:
+        claims = json.loads(_unb64(body))
+    except ValueError:
+        return None
+    return claims if isinstance(claims, dict) and isinstance(claims.get("exp"), int | float) else None
+
+
 def sign(key: bytes, task_id: str, step_ids: list[str], ttl_s: float = TOKEN_TTL_S) -> str:
-    body = _b64(
-        json.dumps(
-            {"t": task_id, "s": step_ids, "exp": int(time.time() + ttl_s)}, separators=(",", ":")
-        ).encode()
-    )
-    mac = _b64(hmac.new(key, body.encode(), hashlib.sha256).digest())
-    return f"{body}.{mac}"
+    return seal(key, {"p": "saga", "t": task_id, "s": step_ids, "exp": int(time.time() + ttl_s)})
 
 
 def verify(key: bytes, token: str) -> dict[str, Any]:
     """The token's claims {t: task id, s: step ids, exp}; a UsageError if forged, altered or expired."""
-    body, _, mac = token.strip().partition(".")
-    expected = _b64(hmac.new(key, body.encode(), hashlib.sha256).digest())
-    if not mac or not hmac.compare_digest(mac, expected):
+    claims = unseal(key, token.strip())
+    if claims is None or claims.get("p", "saga") != "saga":
         raise UsageError(
             "This saga_token was not issued by this emceepee, or was altered.",
             hint="Use the saga_token exactly as get_task or execute_tool returned it.",
         )
-    claims: dict[str, Any] = json.loads(_unb64(body))
     if claims["exp"] < time.time():
         raise UsageError(
             "This saga_token has expired.",
@@ -77,19 +101,112 @@ def verify(key: bytes, token: str) -> dict[str, Any]:
     return claims
 
 
-def view(key: bytes, task_id: str, questions: list[QuestionJson]) -> dict[str, Any]:
-    """A task blocked on `questions`, as a saga the model can resume; empty when there are none."""
-    steps = [{"type": q["kind"], "step_id": q["request_id"], "params": q} for q in questions]
-    if not steps:
+# The question's own keys that are the request's params, shown once, inside `params`.
+_PARAM_KEYS = ("request_id", "kind", "message", "requested_schema", "url", "params")
+
+
+def request_params(row: PendingRow) -> dict[str, Any]:
+    """A question's request params exactly as the backend sent them (wire camelCase)."""
+    stored = params_of(row)
+    model: type[BaseModel]
+    if row["kind"] == Kind.SAMPLING:
+        model = types.CreateMessageRequestParams
+    elif stored.get("mode") == "url":
+        model = types.ElicitRequestURLParams
+    else:
+        model = types.ElicitRequestFormParams
+    try:
+        dumped: dict[str, Any] = model.model_validate(stored).model_dump(
+            by_alias=True, mode="json", exclude_none=True
+        )
+    except ValueError:  # an odd row from an older emceepee: show what was kept
+        return stored
+    return dumped
+
+
+def step(row: PendingRow) -> dict[str, Any]:
+    """One saga step: the request's params exactly, emceepee's own details beside them."""
+    extras = {k: v for k, v in question_json(row).items() if k not in _PARAM_KEYS}
+    return {"type": row["kind"], "step_id": row["request_id"], "params": request_params(row), **extras}
+
+
+def view(key: bytes, task_id: str, rows: list[PendingRow]) -> dict[str, Any]:
+    """A task blocked on the questions `rows`, as a saga the model can resume; empty when none."""
+    if not rows:
         return {}
-    token = sign(key, task_id, [q["request_id"] for q in questions])
-    return {"saga": {"state": "suspended", "saga_token": token, "steps": steps}}
+    token = sign(key, task_id, [r["request_id"] for r in rows])
+    return {"saga": {"state": "suspended", "saga_token": token, "steps": [step(r) for r in rows]}}
 
 
-def check_steps(claims: dict[str, Any], steps: list[dict[str, Any]]) -> None:
-    """Every step answered must be one the token names."""
-    for step in steps:
-        if step["step_id"] not in claims["s"]:
+@dataclass(frozen=True)
+class Planned:
+    """What one `completed_steps` entry does: answer a pending step, refuse it, or nothing."""
+
+    row: PendingRow
+    answer: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None  # {code, message, data?}
+
+
+def plan(task_id: str, rows: list[PendingRow], steps: list[dict[str, Any]]) -> list[Planned]:
+    """Check every entry against the task's whole journaled history before anything is applied.
+
+    A step still pending is answered (its answer checked now); one already settled with the same
+    answer is left as it is; a different answer, or a step of another task, is refused."""
+    by_id = {r["request_id"]: r for r in rows}
+    planned: list[Planned] = []
+    for entry in steps:
+        step_id = str(entry.get("step_id") or entry.get("stepId") or "")
+        row = by_id.get(step_id.upper())
+        if row is None:
+            known = ", ".join(by_id) or "none"
             raise UsageError(
-                f"Step {step['step_id']} is not one of this saga's steps ({', '.join(claims['s'])})."
+                f"Step {step_id} is not a step of task {task_id}'s saga (its steps: {known}).",
+                hint="Give the step_id of one of the saga's steps, as get_task shows them.",
             )
+        error = error_detail(entry["error"]) if "error" in entry and "result" not in entry else None
+        if row["status"] != "pending":
+            if not _same(row, entry, error):
+                who = f" by {row['answered_by']}" if row.get("answered_by") else ""
+                raise UsageError(
+                    f"Step {step_id} was already {row['status']}{who} with a different answer; "
+                    "nothing was changed.",
+                    hint="Send the answer it was given, or leave the step out.",
+                )
+            continue
+        if error is not None:
+            planned.append(Planned(row, error=error))
+            continue
+        answer = step_answer(row["kind"], entry.get("result"))
+        check_answer(row, answer)
+        planned.append(Planned(row, answer=answer))
+    return planned
+
+
+def error_detail(error: Any) -> dict[str, Any]:
+    """A step's `error`: a JSON-RPC error object {code, message, data?}, or a message alone."""
+    if isinstance(error, dict):
+        return {k: error[k] for k in ("code", "message", "data") if k in error}
+    return {"code": types.INTERNAL_ERROR, "message": str(error)}
+
+
+def _same(row: PendingRow, entry: dict[str, Any], error: dict[str, Any] | None) -> bool:
+    """The entry repeats what the settled step was given (metadata such as a model name aside)."""
+    if error is not None:
+        kept = json.loads(str(row.get("error_detail") or "null")) or {}
+        return (
+            row["status"] == "rejected"
+            and row.get("answered_by") == "model"
+            and row.get("error") == error["message"]
+            and kept.get("code", error["code"]) == error["code"]
+        )
+    if row["status"] in ("expired", "rejected") or row.get("answer") is None:
+        return False
+    given, kept = step_answer(row["kind"], entry.get("result")), json.loads(str(row["answer"]))
+    keys: tuple[str, ...] = ("role", "content") if row["kind"] == Kind.SAMPLING else ("action", "content")
+    if row["kind"] != Kind.SAMPLING and given.get("action") != "accept":
+        keys = ("action",)
+    return all(_canonical(given.get(k)) == _canonical(kept.get(k)) for k in keys)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec, reload
 from emceepee_cli.config.reload import Plan
-from emceepee_cli.core import patterns, schema, transport, urlauth
+from emceepee_cli.core import patterns, policy, schema, transport, urlauth
 from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
@@ -317,7 +317,11 @@ class Servers:
             if backend.status != Status.READY:
                 group["error"] = backend.last_error or f"backend is {backend.status}"
             else:
-                group["tools"] = [tool_json(t) for t in backend.offer.tools.values()]
+                group["tools"] = [
+                    tool_json(t)
+                    for t in backend.offer.tools.values()
+                    if policy.visible(backend.spec, t.name)  # denied tools are hidden as well as refused
+                ]
             groups.append(group)
         if pattern:  # in a thread, bounded: a pattern that backtracks must not stall the event loop
             listed = [tool for group in groups for tool in group.get("tools", ())]
@@ -337,9 +341,13 @@ class Servers:
         args: dict[str, Any] | None,
         timeout_ms: int | None = None,
         relay: Relay | None = None,
+        **follow: Any,
     ) -> Outcome:
-        """The backend's result if it comes within `timeout_ms`; else the task it became."""
+        """The backend's result if it comes within `timeout_ms`; else the task it became.
+
+        `follow`: the per-call follow_next_tool, auto_resume and resume_token (core/chain.py)."""
         backend = await self.ready(server)
+        policy.refuse_denied(backend.spec, tool)
         spec = await backend.tool(tool)
         wrong = schema.problems(args or {}, spec.input_schema)
         if wrong:
@@ -348,7 +356,7 @@ class Servers:
                 hint=f"Nothing was sent to '{server}'. Fix the fields named; "
                 f"list_tools(server='{server}') shows the schema.",
             )
-        return await self.tasks.execute(backend, tool, args, timeout_ms, relay)
+        return await self.tasks.execute(backend, tool, args, timeout_ms, relay, **follow)
 
     # ---- resources and prompts -------------------------------------------------------------
 

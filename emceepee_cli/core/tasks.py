@@ -15,27 +15,29 @@ any question it is waiting on.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
+import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import ClientSession
 
 from emceepee_cli.config import Defaults
-from emceepee_cli.core import backend_tasks, lifetime, sagas, urlauth
-from emceepee_cli.core.answers import already_answered, step_answer
+from emceepee_cli.core import lifetime, policy, resume, sagas, urlauth
+from emceepee_cli.core.answers import already_answered
 from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.calls import Call, CallState, Relay, final_row, journal_warning, outcome, task_row
+from emceepee_cli.core.chain import Chain, Step
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.failures import describe
 from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.recorder import JOURNAL_WAIT_S, Recorder
 from emceepee_cli.core.rounds import Round, Rounds
 from emceepee_cli.core.runtime import Runtime
+from emceepee_cli.core.stepper import Stepper
 from emceepee_cli.errors import BackendError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import TASKS_LISTED, Journal
@@ -43,6 +45,11 @@ from emceepee_cli.store.pages import TaskFilter, clamp_limit
 from emceepee_cli.store.records import TaskJson, TaskRow, TaskStatus, task_json
 
 CANCEL_WAIT_S = 5.0
+
+
+def _epoch(at: str | None) -> float:
+    return datetime.fromisoformat(at).timestamp() if at else time.time() + 3600
+
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +94,21 @@ class Tasks:
         args: dict[str, Any] | None,
         timeout_ms: int | None,
         relay: Relay | None,
+        *,
+        follow_next_tool: bool | None = None,
+        auto_resume: bool | None = None,
+        resume_token: str | None = None,
     ) -> Outcome:
+        if resume_token is not None and resume.ours(resume_token):
+            return await self.by_token(backend, tool, args, resume_token, timeout_ms, relay)
+        if resume_token is not None and sagas.unseal(self.install_key, resume_token.strip()) is not None:
+            raise UsageError(
+                "This is a saga_token, not a resume_token.",
+                hint="Answer the saga's steps with resume_tool(saga_token, completed_steps).",
+            )
         call = Call(backend.name, tool, args, ttl_s=self.defaults.task_ttl_ms / 1000)
+        call.follow = policy.follow(backend.spec, self.defaults, follow_next_tool, auto_resume)
+        call.token = resume_token
         self.calls[call.call_id] = call
         self.runtime.spawn(self._run, call, backend, None, name=f"call {call.call_id}")
         wait_ms = self.defaults.timeout_ms if timeout_ms is None else timeout_ms
@@ -101,7 +121,7 @@ class Tasks:
                 if self.stopping is None:  # not emceepee's own stop: the host's limit, or its cancel
                     lifetime.host_gave_up(call, self.events)
             raise
-        if call.state == CallState.ANSWERED:
+        if call.ended:  # in time (a chain with several results is journaled as a task, yet answered)
             if call.error is not None:
                 raise call.error
             assert call.result is not None
@@ -116,28 +136,51 @@ class Tasks:
             **journal_warning(call),
         }
 
+    async def by_token(
+        self,
+        backend: Backend,
+        tool: str,
+        args: dict[str, Any] | None,
+        token: str,
+        timeout_ms: int | None,
+        relay: Relay | None,
+    ) -> Outcome:
+        """execute_tool with emceepee's own resume token: the task's result, waited for (bounded);
+        an interrupted task whose backend gave a resume token is re-issued with that token."""
+        claims = resume.verify(self.install_key, token)
+        resume.check_call(claims, backend.name, tool, args)
+        row = await self.row(claims["t"])
+        if row["status"] == TaskStatus.INTERRUPTED and row.get("resume_token"):
+            return await self.execute(
+                backend, tool, args, timeout_ms, relay, resume_token=row["resume_token"]
+            )
+        return await self.result(row["task_id"], timeout_ms, relay)
+
     async def wait(self, call: Call, timeout_s: float, relay: Relay | None) -> None:
         """Wait (bounded) until the call ends or is suspended on a question for the client.
 
         Meanwhile its progress (or a heartbeat) is relayed to the host, if the host asked.
         """
+        with anyio.move_on_after(timeout_s):
+            while not call.ended:
+                if self.suspended(call):
+                    await self.questions.sync()  # an answer another process wrote may not be noticed yet
+                    if self.suspended(call):
+                        return
+                await self._woken(call, relay)
+
+    async def _woken(self, call: Call, relay: Relay | None) -> None:
+        """Until the call's next wake-up: it ended, a question arrived, it was promoted."""
         wake = call.wake
-        if call.ended:
-            return
-        if self.suspended(call):
-            await self.questions.sync()  # an answer another process wrote may not be noticed yet
-            if self.suspended(call):
-                return
         call.relay = relay
         try:
-            with anyio.move_on_after(timeout_s):
-                if relay is None:
-                    await wake.wait()
-                    return
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(relay.heartbeat, f"{call.server}.{call.tool}")
-                    await wake.wait()
-                    tg.cancel_scope.cancel()
+            if relay is None:
+                await wake.wait()
+                return
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(relay.heartbeat, f"{call.server}.{call.tool}")
+                await wake.wait()
+                tg.cancel_scope.cancel()
         finally:
             if call.relay is relay:
                 call.relay = None
@@ -156,12 +199,14 @@ class Tasks:
 
     # ---- the call itself -----------------------------------------------------------------
 
-    async def _run(self, call: Call, backend: Backend, resume: Round | None) -> None:
+    async def _run(
+        self, call: Call, backend: Backend, resume_round: Round | None, adopted: list[Step] | None = None
+    ) -> None:
         """The call itself, under its own cancel scope; however it ends, `_end` records how."""
         try:
             with call.scope:
                 try:
-                    call.result = await self._drive(call, backend, resume)
+                    call.result = await self._drive(call, backend, resume_round, adopted)
                 except urlauth.UrlElicitationRequired as exc:
                     call.error = await urlauth.park(self.questions, call.server, call.tool, exc)
                 except EmceepeeError as exc:
@@ -196,62 +241,56 @@ class Tasks:
     async def _end(self, call: Call) -> None:
         """Wake the waiters, journal the end of a promoted call (bounded), and forget it."""
         if call.end() == CallState.FINISHED:
+            if call.chain is not None:
+                with anyio.move_on_after(JOURNAL_WAIT_S):
+                    await call.chain.hooks.record()
             await self.recorder.finished(call)
         self.calls.pop(call.call_id, None)
         call.settled.set()
 
-    async def _drive(self, call: Call, backend: Backend, resume: Round | None) -> types.CallToolResult:
-        """Call the tool; for a 2026-07-28 backend, answer its input rounds until it returns a result."""
-        state: str | None = None
-        responses: types.InputResponses | None = None
-        number = 0
-        if resume is not None:  # adopted after a restart: its last round's answers first, then call again
-            state, number = resume.request_state, resume.number
-            responses = await self.rounds.collect(resume.asked)
+    async def _drive(
+        self, call: Call, backend: Backend, resume_round: Round | None, adopted: list[Step] | None = None
+    ) -> types.CallToolResult:
+        """The call's steps: its tool, then what the results lead to (core/chain.py)."""
+        chain = self._chain(call, backend, resume_round)
+        if resume_round is not None:  # adopted in the middle of its input rounds: approved before, if at all
             await backend.wait_ready(self.defaults.max_wait_ms / 1000)
-        while True:
-            send = functools.partial(self._call_tool, call, responses, state)
-            result = await backend.request(f"tools/call '{call.tool}'", send)
-            if isinstance(result, types.CallToolResult):
-                return result
-            if not isinstance(result, types.InputRequiredResult):
-                raise BackendError(
-                    f"Backend '{call.server}' answered tools/call '{call.tool}' with an unknown result type."
-                )
-            number += 1
-            state = result.request_state
-            if not result.input_requests:  # "poll again"
-                await anyio.sleep(min(0.05 * number, 0.25))
-                responses = None
-                continue
-            responses = await self.rounds.answer(
-                call, result.input_requests, state, number, self.recorder.promote
-            )
+            return await chain.go_on(Step(1, "call", call.tool, call.args), None)
+        if adopted is None:
+            return await chain.run(call.tool, call.args, call.token)
+        # A resuming call a dead emceepee left: re-issue its last step's request with the token.
+        chain.restore(adopted)
+        last = adopted[-1] if adopted else Step(0, "call", call.tool, call.args)
+        step = Step(len(adopted) + 1, "resume" if adopted else "call", last.tool, last.args)
+        await backend.wait_ready(self.defaults.max_wait_ms / 1000)
+        return await chain.go_on(step, call.token)
 
-    async def _call_tool(
-        self, call: Call, responses: types.InputResponses | None, state: str | None, session: ClientSession
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """One tools/call of this call: the first, or the next after a round of answers."""
-        backend = self.backends(call.server)
-        if backend is not None and backend_tasks.runs_as_task(backend, call.tool):
-            progress = functools.partial(self.recorder.progress, call)
-            return await backend_tasks.call(backend, session, call.tool, call.args, call.ttl_s, progress)
-        return await session.call_tool(
-            call.tool,
-            call.args,
-            progress_callback=functools.partial(self.recorder.progress, call),
-            input_responses=responses,
-            request_state=state,
-            allow_input_required=True,
+    def _chain(self, call: Call, backend: Backend, resume_round: Round | None) -> Chain:
+        follow = call.follow or policy.follow(backend.spec, self.defaults)
+        stepper = Stepper(
+            call,
+            backend,
+            journal=self.journal,
+            questions=self.questions,
+            rounds=self.rounds,
+            recorder=self.recorder,
+            runtime=self.runtime,
+            ready_wait_s=self.defaults.max_wait_ms / 1000,
+            resume_round=resume_round,
         )
+        chain = Chain(call.call_id, call.server, backend, self.defaults, follow, stepper)
+        stepper.steps = chain.steps
+        call.chain = chain
+        return chain
 
     # ---- the task tools ------------------------------------------------------------------
 
     def saga(self, task_id: str) -> dict[str, Any]:
         """A task blocked on questions, as a saga the model can resume; empty when it is not."""
+        rows = {q.request_id: q.row for q in self.questions.live.values()}
         asked = self.questions.listed(task_id=task_id)
         self.questions.shown(q["request_id"] for q in asked)
-        return sagas.view(self.install_key, task_id, asked)
+        return sagas.view(self.install_key, task_id, [rows[q["request_id"]] for q in asked])
 
     async def row(self, task_id: str) -> TaskRow:
         unjournaled = self.recorder.unjournaled
@@ -267,7 +306,21 @@ class Tasks:
         return row
 
     async def get_json(self, task_id: str) -> TaskJson:
-        return task_json(await self.row(task_id))
+        """The task; while it works, with a resume token that gets its result (core/resume.py)."""
+        row = await self.row(task_id)
+        task = task_json(row)
+        if row["status"] == TaskStatus.WORKING:
+            expires = _epoch(row["expires_at"]) + self.defaults.retention_s
+            args = json.loads(row["args"] or "null")
+            task["resume_token"] = resume.sign(
+                self.install_key, row["task_id"], row["server"], row["tool"], args, expires
+            )
+        return task
+
+    async def steps(self, task_id: str) -> list[dict[str, Any]]:
+        """Every result the task's call produced (chained steps, resumes), each whole."""
+        rows = await self.journal.run(Journal.steps, task_id)
+        return [{**Step.from_row(r).trace(), "result": json.loads(r["result"] or "null")} for r in rows]
 
     async def pending_on_server(self, server: str) -> dict[str, Any]:
         rows = await self.journal.run(Journal.tasks, server=server, instance_id=self.instance_id)
@@ -300,18 +353,21 @@ class Tasks:
         return {**out, **self.saga(row["task_id"])} if isinstance(out, dict) else out
 
     async def resume(self, token: str, steps: list[dict[str, Any]], relay: Relay | None) -> Outcome:
-        """Answer a suspended saga's steps, then wait (bounded) for its next suspension or its result."""
+        """Answer a suspended saga's steps, then wait (bounded) for its next suspension or its result.
+
+        `steps` may repeat the saga's whole history: a step answered before with the same answer
+        changes nothing; a different one is refused. Every step is checked before any is applied."""
         claims = sagas.verify(self.install_key, token)
-        sagas.check_steps(claims, steps)
-        for step in steps:
-            row = await self.questions.resolve(step["step_id"])
-            if "error" in step and "result" not in step:
-                error = str(step["error"])
-                if not await self.questions.settle(row["request_id"], "rejected", error=error, by="model"):
-                    raise already_answered(row)
-            else:
-                answer = step_answer(row["kind"], step.get("result"))
-                await self.questions.answer(row["request_id"], answer, by="model")
+        rows = await self.journal.run(Journal.pending_rows, status=None, task_id=claims["t"])
+        for planned in sagas.plan(claims["t"], rows, steps):
+            request_id = planned.row["request_id"]
+            if planned.error is not None:
+                await self.journal.run(Journal.set_error_detail, request_id, planned.error)
+                message = str(planned.error["message"])
+                if not await self.questions.settle(request_id, "rejected", error=message, by="model"):
+                    raise already_answered(await self.questions.resolve(request_id))
+            elif planned.answer is not None:
+                await self.questions.answer(request_id, planned.answer, by="model")
         return await self.result(claims["t"], None, relay)
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
@@ -382,7 +438,8 @@ class Tasks:
                 await self.journal.run(Journal.finish_task, task_id, TaskStatus.CANCELLED, error="cancelled")
 
     async def adopt(self, task_ids: list[str]) -> None:
-        """Re-drive the suspended 2026-07-28 calls a dead emceepee left: answer their rounds, call again."""
+        """Re-drive the calls a dead emceepee left that can go on: a 2026-07-28 call suspended on
+        input (answer its round, call again), a call resuming itself with a backend's token."""
         for task_id in task_ids:
             row = await self.journal.run(Journal.task, task_id)
             if row is None:
@@ -401,7 +458,6 @@ class Tasks:
             self.runtime.spawn(self._redrive, call, row, name=f"redrive {task_id}")
 
     async def _redrive(self, call: Call, row: TaskRow) -> None:
-        resume = await self.rounds.last_round(call.call_id, row["request_state"], int(row["round"] or 0))
         backend = self.backends(call.server)
         if backend is None:
             call.error = BackendError(
@@ -410,4 +466,13 @@ class Tasks:
             call.stop_as = TaskStatus.FAILED
             await self._end(call)
             return
-        await self._run(call, backend, resume)
+        if row["request_state"] is None and row.get("resume_token"):
+            call.token = row.get("resume_token")
+            call.follow = policy.follow(backend.spec, self.defaults, auto_resume=True)
+            steps = [Step.from_row(r) for r in await self.journal.run(Journal.steps, call.call_id)]
+            await self._run(call, backend, None, steps)
+            return
+        resume_round = await self.rounds.last_round(
+            call.call_id, row["request_state"], int(row["round"] or 0)
+        )
+        await self._run(call, backend, resume_round)

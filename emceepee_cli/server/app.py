@@ -39,6 +39,7 @@ from emceepee_cli.redact import RedactingFormatter
 from emceepee_cli.server import diagrams, reload
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call, MetaTool
+from emceepee_cli.server.resume_wire import resume_tokens
 from emceepee_cli.server.stdio import host_streams
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
@@ -113,6 +114,7 @@ def build_server(
     # every handshake-era host uses.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_level)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, _initialized)
+    server.middleware.append(resume_tokens)  # a task's resume token also where the proposal puts it
     return server
 
 

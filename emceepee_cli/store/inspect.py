@@ -32,6 +32,7 @@ KNOWN_MIGRATIONS = (
     "m003_process_start",
     "m004_spawned",
     "m005_listing_indexes",
+    "m006_chains_and_resume_tokens",
 )
 COUNTED = {"tasks": "status", "pending": "status", "events": "type", "instances": None, "spawned": None}
 

@@ -33,6 +33,9 @@ from emceepee_cli.store.liveness import instance_alive
 from emceepee_cli.store.records import ElicitationStatus, InstanceRow, PendingRow, TaskRow, TaskStatus
 
 ORPHANED = "emceepee stopped while this call was running"  # how every such error begins, old and new
+# A call another serve can take over: one suspended on 2026-07-28 input, or one resuming itself
+# with a backend's resume token (both have what the next request needs in the row).
+ADOPTABLE = "(request_state IS NOT NULL OR (resume_token IS NOT NULL AND coalesce(auto_resume, 0) = 1))"
 
 
 class Instances:
@@ -101,7 +104,8 @@ class Instances:
         """What a dead instance left running: its calls become `interrupted` and its questions `rejected`.
 
         A 2026-07-28 call suspended on input is kept (its `request_state` is journaled): the next
-        `serve` adopts it and re-drives it once its questions are answered.
+        `serve` adopts it and re-drives it once its questions are answered. So is a call resuming
+        itself with a backend's resume token: the next `serve` re-issues it with that token.
         """
         done: list[str] = []
         noticed = now_iso()
@@ -109,7 +113,7 @@ class Instances:
             params = [inst["instance_id"], TaskStatus.WORKING.value]
             for row in self._rows(
                 "SELECT task_id, created_at, last_updated_at FROM tasks "
-                "WHERE instance_id = ? AND status = ? AND request_state IS NULL",
+                f"WHERE instance_id = ? AND status = ? AND NOT {ADOPTABLE}",
                 params,
             ):
                 error = f"{orphaned(inst, row, noticed)}; the backend call was lost"
@@ -118,7 +122,7 @@ class Instances:
             for row in self._rows(
                 "SELECT request_id, created_at FROM pending WHERE instance_id = ? AND status = ? AND "
                 "(task_id IS NULL OR task_id NOT IN "
-                "(SELECT task_id FROM tasks WHERE request_state IS NOT NULL AND status = ?))",
+                f"(SELECT task_id FROM tasks WHERE {ADOPTABLE} AND status = ?))",
                 [inst["instance_id"], ElicitationStatus.PENDING.value, TaskStatus.WORKING.value],
             ):
                 self.db.execute(
@@ -136,7 +140,7 @@ class Instances:
 
     @mapped
     def adopt_orphans(self, instance_id: str) -> list[str]:
-        """Claim the suspended 2026-07-28 calls (and their questions) of dead instances.
+        """Claim the adoptable calls (and their questions) of dead instances.
 
         Each call is claimed by one atomic UPDATE that names the dead owner, so when several
         `serve`s start together exactly one of them wins it, and only the winner re-drives it.
@@ -144,8 +148,7 @@ class Instances:
         adopted: list[str] = []
         for inst in self.dead_instances():
             rows = self._rows(
-                "SELECT task_id FROM tasks"
-                " WHERE instance_id = ? AND status = ? AND request_state IS NOT NULL",
+                f"SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND {ADOPTABLE}",
                 [inst["instance_id"], TaskStatus.WORKING.value],
             )
             for row in rows:

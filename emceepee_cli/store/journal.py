@@ -39,6 +39,7 @@ from emceepee_cli.store.records import (
 )
 from emceepee_cli.store.recovery import Recovery
 from emceepee_cli.store.retention import Retention
+from emceepee_cli.store.steps import Steps
 
 MISTAKEN_ORPHAN = "(status = ? AND instance_id = ? AND error LIKE ?)"  # see owns_by_mistake
 ID_LENGTH = 26  # a whole ULID: no prefix to resolve
@@ -46,7 +47,7 @@ TASKS_LISTED = "list_tasks(include_completed=true) shows the known tasks."
 QUESTIONS_LISTED = "get_elicitations / get_sampling_requests list them."
 
 
-class Journal(EventLog, Instances, Recovery, Retention):
+class Journal(EventLog, Instances, Recovery, Retention, Steps):
     def __init__(self, path: Path | None = None) -> None:
         self.path = paths.db_path(path)
         self.db = connect(self.path)

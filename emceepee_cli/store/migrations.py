@@ -123,6 +123,37 @@ def m005_listing_indexes(db: sqlite_utils.Database) -> None:
     db.table("pending").create_index(["answered_at"])
 
 
+@migrations()
+def m006_chains_and_resume_tokens(db: sqlite_utils.Database) -> None:
+    # One row per result a call produced: its chained steps and its automatic resumes, so that
+    # nothing a backend said is lost even though the host gets only the last result.
+    db.table("task_steps").create(
+        {
+            "task_id": str,
+            "step": int,
+            "kind": str,  # call | chain | resume
+            "tool": str,
+            "args": str,  # JSON
+            "outcome": str,
+            "text": str,  # the first text block, cut short
+            "result": str,  # JSON: the whole CallToolResult
+            "resume_token": str,  # the backend's nextResumeToken in that result
+            "started_at": str,
+            "finished_at": str,
+        },
+        pk=("task_id", "step"),
+        not_null={"task_id", "step", "kind", "tool", "outcome", "started_at"},
+    )
+    # A resumable call: the backend's latest token, written before each re-issue, so a later
+    # serve adopts an auto-resumed call (or shows the token) after a crash.
+    db.table("tasks").add_column("resume_token", str)
+    db.table("tasks").add_column("auto_resume", int)
+    # An approval is an elicitation emceepee asks itself; a client's refusal keeps its code and data.
+    db.table("pending").add_column("purpose", str)
+    db.table("pending").add_column("approval", str)
+    db.table("pending").add_column("error_detail", str)
+
+
 def check_not_newer(db: sqlite_utils.Database, path: str) -> None:
     known = {m.name for m in migrations.pending(sqlite_utils.Database(memory=True))}
     unknown = {m.name for m in migrations.applied(db)} - known

@@ -63,7 +63,7 @@ ELICITATION_TRANSITIONS: dict[ElicitationStatus, dict[ElicitationStatus, str]] =
         ElicitationStatus.DECLINED: "the user declined",
         ElicitationStatus.CANCELLED: "the user dismissed it",
         ElicitationStatus.EXPIRED: "nobody answered in time",
-        ElicitationStatus.REJECTED: "the backend withdrew it or died",
+        ElicitationStatus.REJECTED: "the backend withdrew it or died, or a client refused it",
     },
 }
 
@@ -122,6 +122,8 @@ class TaskRow(TypedDict):
     cancel_requested: int
     request_state: str | None  # a 2026-07-28 call suspended on input: the backend's state
     round: int | None
+    resume_token: NotRequired[str | None]  # the backend's latest nextResumeToken (see core/resume.py)
+    auto_resume: NotRequired[int | None]  # 1: emceepee resumes it itself, also after a restart
 
 
 class PendingRow(TypedDict):
@@ -142,6 +144,25 @@ class PendingRow(TypedDict):
     answered_by: str | None
     answer: str | None  # JSON
     error: str | None
+    purpose: NotRequired[str | None]  # "approval": emceepee asks before running a tool
+    approval: NotRequired[str | None]  # JSON: {tool, arguments, reason, step} of an approval
+    error_detail: NotRequired[str | None]  # JSON: {code, message, data} a client refused it with
+
+
+class StepRow(TypedDict):
+    """One result of a call: a chained step, or one automatic resume of a step."""
+
+    task_id: str
+    step: int
+    kind: str  # call | chain | resume
+    tool: str
+    args: str | None  # JSON
+    outcome: str
+    text: str | None
+    result: str | None  # JSON: the backend's CallToolResult
+    resume_token: str | None
+    started_at: str
+    finished_at: str | None
 
 
 class InstanceRow(TypedDict):
@@ -204,6 +225,7 @@ class TaskJson(TypedDict):
     error: NotRequired[str]
     expires_at: NotRequired[str]
     progress: NotRequired[dict[str, Any]]
+    resume_token: NotRequired[str]
 
 
 class QuestionJson(TypedDict):
@@ -221,6 +243,8 @@ class QuestionJson(TypedDict):
     expires_at: str
     answered_by: NotRequired[str]
     error: NotRequired[str]
+    purpose: NotRequired[str]
+    approval: NotRequired[dict[str, Any]]
 
 
 def task_json(row: TaskRow) -> TaskJson:
@@ -274,4 +298,7 @@ def question_json(row: PendingRow) -> QuestionJson:
         out["answered_by"] = row["answered_by"]
     if row.get("error"):
         out["error"] = row["error"]
+    if row.get("purpose"):
+        out["purpose"] = row["purpose"]
+        out["approval"] = json.loads(str(row.get("approval") or "{}"))
     return cast(QuestionJson, out)  # built in the order it is shown

@@ -51,8 +51,9 @@ class Retention:
         at = cutoff.strftime("%Y-%m-%dT%H:%M:%S.") + f"{cutoff.microsecond // 1000:03d}Z"
         # Event ids are ULIDs made when the event was: the primary key finds the old ones in order.
         first_id = str(ULID.from_bytes(int(cutoff.timestamp() * 1000).to_bytes(6, "big") + bytes(10)))
+        if tasks := self._purge_tasks(at, limit):
+            return tasks
         for table, where, params in (
-            ("tasks", "finished_at < ? AND status != ?", [at, TaskStatus.WORKING.value]),
             ("events", "event_id < ? AND created_at < ?", [first_id, at]),
             ("pending", "answered_at < ? AND status != ?", [at, ElicitationStatus.PENDING.value]),
         ):
@@ -61,6 +62,20 @@ class Retention:
             if deleted:
                 return deleted
         return self._purge_instances(at, limit)
+
+    def _purge_tasks(self, at: str, limit: int) -> int:
+        """Finished tasks past the cutoff, with the steps journaled for them (store/steps.py)."""
+        found = self.db.execute(
+            "SELECT task_id FROM tasks WHERE finished_at < ? AND status != ? LIMIT ?",
+            [at, TaskStatus.WORKING.value, limit],
+        ).fetchall()
+        ids = [row[0] for row in found]
+        if ids:
+            marks = ", ".join("?" * len(ids))
+            with self.db.conn:  # a task and its steps go together
+                self.db.execute(f"DELETE FROM task_steps WHERE task_id IN ({marks})", ids)
+                self.db.execute(f"DELETE FROM tasks WHERE task_id IN ({marks})", ids)
+        return len(ids)
 
     def _purge_instances(self, at: str, limit: int) -> int:
         """Instances last heard of before the cutoff that own nothing open and left nothing running."""

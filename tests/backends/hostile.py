@@ -33,6 +33,10 @@ Once initialized, its tools misbehave on request:
     stderr_lines(mb)      about mb MiB of short lines on stderr, then "lines written"
     environment()         the names of this process's environment variables, as a JSON list
     rpc_error(code, message)  a JSON-RPC error with that code and message, instead of a result
+    suggest(kind)         "suggested" with a _meta.nextTool that is malformed (kind "string": a
+                          string; "no_tool": an object without `tool`) or huge ("huge": echo with
+                          a 1 MiB argument)
+    endless()             "again", with a fresh nextResumeToken every time: it never ends
 
 Everything diagnostic goes to stderr; stdout is the protocol wire.
 """
@@ -64,7 +68,10 @@ TOOLS: dict[str, dict[str, Any]] = {
     "stderr_lines": {"mb": {"type": "number"}},
     "environment": {},
     "rpc_error": {"code": {"type": "integer"}, "message": {"type": "string"}},
+    "suggest": {"kind": {"type": "string"}},
+    "endless": {},
 }
+endless_calls = 0
 
 listings = 0
 
@@ -143,6 +150,17 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
         send({"jsonrpc": "2.0", "id": request_id, "error": error})
     elif name == "environment":
         result(request_id, text(json.dumps(sorted(os.environ))))
+    elif name == "suggest":
+        suggestion: Any = {
+            "string": "echo please",
+            "no_tool": {"arguments": {"text": "x"}},
+            "huge": {"tool": "echo", "arguments": {"text": "h" * (1024 * 1024)}},
+        }[str(args.get("kind"))]
+        result(request_id, {**text("suggested"), "_meta": {"nextTool": suggestion}})
+    elif name == "endless":
+        global endless_calls
+        endless_calls += 1
+        result(request_id, {**text(f"again {endless_calls}"), "nextResumeToken": f"t{endless_calls}"})
     else:
         send(
             {

@@ -247,13 +247,18 @@ async def test_a_modern_backend_suspends_twice_and_is_resumed_through_resume_too
                 "resume_tool",
                 {
                     "saga_token": payload(second)["saga"]["saga_token"],
-                    "completed_steps": [{"step_id": hotel_step["step_id"], "result": "Hotel Lutetia"}],
+                    # as a client following the saga design sends it: every step completed so far
+                    "completed_steps": [
+                        {"stepId": date_step["step_id"], "result": {"date": "2026-08-01"}},
+                        {"stepId": hotel_step["step_id"], "result": "Hotel Lutetia"},
+                    ],
                 },
             )
-    assert date_step["type"] == "elicitation" and date_step["params"]["correlation"] == "exact"
-    assert date_step["params"]["requested_schema"]["required"] == ["date"]
-    assert hotel_step["type"] == "sampling"
-    assert "Paris" in hotel_step["params"]["params"]["messages"][0]["content"]["text"]
+    assert date_step["type"] == "elicitation" and date_step["correlation"] == "exact"
+    assert date_step["params"]["requestedSchema"]["required"] == ["date"]  # the request's params, exactly
+    assert date_step["params"]["mode"] == "form" and "correlation" not in date_step["params"]
+    assert hotel_step["type"] == "sampling" and hotel_step["params"]["maxTokens"]
+    assert "Paris" in hotel_step["params"]["messages"][0]["content"]["text"]
     assert texts(done) == ["booked Hotel Lutetia in Paris on 2026-08-01"]
     assert record.read_text().count("answer ") == 2
 
@@ -285,7 +290,7 @@ async def test_a_tampered_or_foreign_saga_token_is_refused(config: Path) -> None
             still = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
     for refused in (tampered, forged):
         assert refused.is_error and "not issued by this emceepee, or was altered" in texts(refused)[0]
-    assert other_step.is_error and "not one of this saga's steps" in texts(other_step)[0]
+    assert other_step.is_error and "is not a step of task" in texts(other_step)[0]
     assert [q["request_id"] for q in still] == [step]  # nothing was answered
 
 

@@ -85,16 +85,39 @@ async def respond_to_sampling(services: Services, args: dict[str, Any], call: Ca
     "resume_tool",
     "Resume a suspended tool call (a task shown with a `saga`): give the saga_token and an answer "
     "for its steps — for an elicitation step `result` is {action, content} (or just the content, "
-    "meaning accept); for a sampling step, the completion text; `error` instead refuses the step. "
+    "meaning accept); for a sampling step, the completion text; `error` (a message or {code, message, "
+    "data}) instead refuses the step. An approval step (purpose 'approval') is answered {action: 'accept'} "
+    "to run the tool or {action: 'decline'} to skip it. "
     "Waits (capped) for the next suspension or the result.",
     {
         "saga_token": {"type": "string", "description": "The saga_token, exactly as given."},
         "completed_steps": {
             "type": "array",
+            "description": "Answers for the saga's steps; the steps answered before may be repeated as "
+            "they were (the whole history), and are then left as they are.",
             "items": {
                 "type": "object",
-                "properties": {"step_id": {"type": "string"}, "result": {}, "error": {"type": "string"}},
-                "required": ["step_id"],
+                "properties": {
+                    "step_id": {"type": "string"},
+                    "stepId": {"type": "string", "description": "The same as step_id."},
+                    "result": {},
+                    "error": {
+                        "description": "Refuse the step: a message, or a JSON-RPC error object.",
+                        "oneOf": [
+                            {"type": "string"},
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "code": {"type": "integer"},
+                                    "message": {"type": "string"},
+                                    "data": {},
+                                },
+                                "required": ["code", "message"],
+                            },
+                        ],
+                    },
+                },
+                "anyOf": [{"required": ["step_id"]}, {"required": ["stepId"]}],
                 "additionalProperties": False,
             },
         },

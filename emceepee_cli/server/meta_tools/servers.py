@@ -96,7 +96,9 @@ async def list_tools(services: Services, args: dict[str, Any], call: Call) -> Pa
     "Call a tool on a backend server. `args` are checked against the tool's input schema first. "
     "If the tool finishes within timeout_ms, its own result is returned unchanged. If not, the call keeps "
     "running as a task and you get {proxy_task, pending_on_server} at once: fetch the result later with "
-    "get_task_result(task_id), or wait for it with await_activity.",
+    "get_task_result(task_id), or wait for it with await_activity. A result that suggests a next tool is "
+    "followed (a tool_chain block lists the steps); one carrying a resume token shows it in a resumable "
+    "block. Some tools need the user's approval first (a pending elicitation).",
     {
         "server": SERVER,
         "tool": {"type": "string", "description": "The tool's name, as shown by list_tools."},
@@ -107,13 +109,29 @@ async def list_tools(services: Services, args: dict[str, Any], call: Call) -> Pa
             "description": "How long to wait before the call becomes a task "
             "(default from the config, 45000).",
         },
+        "follow_next_tool": {
+            "type": "boolean",
+            "description": "Call the tool a result suggests next (its _meta.nextTool) on the same server "
+            "(default from the config: true). Off, the suggestion is shown to you instead.",
+        },
+        "auto_resume": {
+            "type": "boolean",
+            "description": "Re-issue the call while its result carries a resume token, and return the last "
+            "result (default from the config: false, which shows you the token instead).",
+        },
+        "resume_token": {
+            "type": "string",
+            "description": "A resume_token from an earlier result: a backend's (the same call is re-issued "
+            "with it, for the next part) or a task's own (its result is waited for; nothing is called).",
+        },
     },
     ("server", "tool"),
     read_only=False,
 )
 async def execute_tool(services: Services, args: dict[str, Any], call: Call) -> Payload:
+    follow = {k: args[k] for k in ("follow_next_tool", "auto_resume", "resume_token") if k in args}
     out = await services.servers.execute_tool(
-        args["server"], args["tool"], args.get("args"), args.get("timeout_ms"), call.relay
+        args["server"], args["tool"], args.get("args"), args.get("timeout_ms"), call.relay, **follow
     )
     if isinstance(out, dict):
         task = out["proxy_task"]
@@ -137,6 +155,7 @@ async def execute_tool(services: Services, args: dict[str, Any], call: Call) -> 
         return Reply(
             out,
             f"{name} is still running, so it became task {task['task_id']}. "
-            "Use get_task_result to get its result when ready (or await_activity to wait for it).",
+            "Use get_task_result to get its result when ready (or await_activity to wait for it); "
+            "execute_tool with the same server, tool, args and its resume_token works too.",
         )
     return out

@@ -55,14 +55,17 @@ async def list_tasks(services: Services, args: dict[str, Any], call: Call) -> Pa
 
 @group.tool(
     "get_task",
-    "Show one task's state, with the questions pending on its server.",
+    "Show one task's state, with the questions pending on its server, and every result its call "
+    "produced so far when there were several (chained tools, resumes), each whole.",
     {"task_id": TASK_ID},
     ("task_id",),
 )
 async def get_task(services: Services, args: dict[str, Any], call: Call) -> Payload:
     task = await services.tasks.get_json(args["task_id"])
+    steps = await services.tasks.steps(task["task_id"])
     return {
         "task": task,
+        **({"steps": steps} if steps else {}),
         "pending_elicitations_for_server": services.questions.for_server(task["server"])[
             "elicitations_for_server"
         ],

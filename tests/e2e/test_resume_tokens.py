@@ -1,0 +1,193 @@
+"""Resume tokens through a real `emceepee serve`: a backend's (handed to the model, or followed by
+emceepee, also across a kill -9 of serve) and emceepee's own for a task (signed; forgeries refused)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from emceepee_cli.core import resume, sagas
+from tests.e2e.test_chains import block, call, started
+from tests.support import (
+    RawHost,
+    example_table,
+    hostile_table,
+    payload,
+    serve_command,
+    serving,
+    still_answering,
+    texts,
+    write_config,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def record(tmp_path: Path) -> Path:
+    return tmp_path / "resumable.log"
+
+
+def config_for(tmp_path: Path, record: Path, **extra: Any) -> Path:
+    env = {"EMCEEPEE_EXAMPLE_LOG": str(record)}
+    return write_config(
+        tmp_path / "config.toml",
+        example_table("resumable", "resumable.py", env=env, **extra),
+        example_table("echo", "echo.py"),
+        hostile_table("hostile", auto_resume=True, auto_resume_limit=3, auto_resume_interval_ms=1),
+    )
+
+
+def calls(record: Path) -> list[str]:
+    return record.read_text().splitlines() if record.exists() else []
+
+
+async def test_a_partial_result_shows_its_token_and_the_model_resumes_page_by_page(
+    tmp_path: Path, record: Path
+) -> None:
+    async with serving(config_for(tmp_path, record)) as client:
+        with anyio.fail_after(30):
+            await started(client)
+            pages = [await call(client, "resumable", "search", {"query": "p"})]
+            while (more := block(pages[-1], "resumable")) is not None:
+                assert len(pages) < 5, "the pages never end"
+                pages.append(
+                    await call(
+                        client, "resumable", "search", {"query": "p"}, resume_token=more["resume_token"]
+                    )
+                )
+    assert [texts(p)[0].split(":")[0] for p in pages] == [
+        'page 1 of 3 for "p"',
+        'page 2 of 3 for "p"',
+        'page 3 of 3 for "p"',
+    ]
+    how = block(pages[0], "resumable")["how"]
+    assert how.startswith(
+        "execute_tool(server='resumable', tool='search', args={\"query\":\"p\"}, resume_token="
+    )
+    assert [line.rpartition(" ")[2] for line in calls(record)] == [
+        "resume=none",
+        "resume=params+meta+arguments",
+        "resume=params+meta+arguments",
+    ]
+
+
+async def test_auto_resume_returns_the_last_result_with_a_count_and_keeps_the_earlier_ones(
+    tmp_path: Path, record: Path
+) -> None:
+    async with serving(config_for(tmp_path, record, auto_resume_interval_ms=1)) as client:
+        with anyio.fail_after(30):
+            await started(client)
+            done = await call(client, "resumable", "job", {"name": "j", "polls": 3}, auto_resume=True)
+            earlier = block(done, "earlier_results")
+            task = payload(await client.call_tool("get_task", {"task_id": earlier["task_id"]}))
+    assert texts(done)[0] == "job j: ready after 3 polls"
+    assert block(done, "resumed") == {"count": 3, "complete": True} and block(done, "resumable") is None
+    assert [s["result"]["content"][0]["text"] for s in task["steps"]] == [
+        "job j: not ready (poll 0 of 3)",
+        "job j: not ready (poll 1 of 3)",
+        "job j: not ready (poll 2 of 3)",
+        "job j: ready after 3 polls",
+    ]
+    assert len(calls(record)) == 4
+
+
+async def test_a_token_that_never_ends_stops_at_the_limit_and_is_shown(tmp_path: Path, record: Path) -> None:
+    async with serving(config_for(tmp_path, record)) as client:
+        with anyio.fail_after(30):
+            await started(client)
+            last = await call(client, "hostile", "endless", {})
+            await still_answering(client)
+    assert texts(last)[0] == "again 4"  # the first call, then auto_resume_limit = 3 re-issues
+    assert block(last, "resumed") == {"count": 3, "complete": False, "why": "auto_resume_limit (3) reached"}
+    assert block(last, "resumable")["resume_token"] == "t4"
+
+
+async def wait_for_calls(record: Path, count: int) -> None:
+    while len(calls(record)) < count:  # noqa: ASYNC110 - the backend process writes it; nothing can wake us
+        await anyio.sleep(0.05)
+
+
+async def test_an_auto_resumed_task_survives_kill_9_of_serve_and_is_finished_by_the_next(
+    tmp_path: Path, record: Path
+) -> None:
+    config = config_for(tmp_path, record, auto_resume=True, auto_resume_interval_ms=1)
+    process = await anyio.open_process(serve_command(config), env={**os.environ})
+    try:
+        host = RawHost(process)
+        with anyio.fail_after(30):
+            await host.initialize()
+            await host.tool("list_servers", {})
+            args = {"name": "k", "polls": 6, "seconds": 0.3}
+            promoted = await host.tool(
+                "execute_tool", {"server": "resumable", "tool": "job", "args": args, "timeout_ms": 100}
+            )
+            task_id = promoted["proxy_task"]["task_id"]
+            await wait_for_calls(record, 3)
+        process.kill()
+        with anyio.fail_after(20):
+            await process.wait()
+    finally:
+        await process.aclose()
+    async with serving(config) as second:
+        with anyio.fail_after(60):
+            await second.call_tool("list_servers", {})
+            done = await second.call_tool("get_task_result", {"task_id": task_id, "timeout_ms": 40_000})
+            task = payload(await second.call_tool("get_task", {"task_id": task_id}))
+    assert texts(done)[0] == "job k: ready after 6 polls"
+    assert task["task"]["status"] == "completed"
+    polls = [s["result"]["structuredContent"]["poll"] for s in task["steps"] if s["result"]]
+    assert polls[-1] == 6 and sorted(set(polls)) == list(range(7))  # nothing lost, at most one repeated
+
+
+async def test_a_tasks_own_resume_token_gets_its_result_and_forgeries_are_refused(
+    tmp_path: Path, record: Path
+) -> None:
+    config = config_for(tmp_path, record)
+    process = await anyio.open_process(serve_command(config), env={**os.environ})
+    try:
+        host = RawHost(process)
+        with anyio.fail_after(40):
+            await host.initialize()
+            await host.tool("list_servers", {})
+            slow = {"server": "echo", "tool": "slow", "args": {"seconds": 1, "steps": 1}}
+            raw = await host.send(
+                "tools/call", {"name": "execute_tool", "arguments": {**slow, "timeout_ms": 0}}
+            )
+            token = raw["structuredContent"]["proxy_task"]["resume_token"]
+            task_id = raw["structuredContent"]["proxy_task"]["task_id"]
+            done = await host.send(
+                "tools/call", {"name": "execute_tool", "arguments": slow, "resumeToken": token}
+            )
+            key = sagas.install_key()
+            body = token.removeprefix(resume.PREFIX)
+            forged = {
+                "tampered": resume.PREFIX + body[:-3] + ("AAA" if body[-3:] != "AAA" else "BBB"),
+                "foreign": resume.sign(b"k" * 32, task_id, "echo", "slow", slow["args"], time.time() + 60),
+                "expired": resume.sign(key, task_id, "echo", "slow", slow["args"], time.time() - 1),
+                "saga": sagas.sign(key, task_id, []),
+                "other call": resume.sign(key, task_id, "echo", "slow", {"seconds": 2}, time.time() + 60),
+            }
+            refused = {
+                name: await host.tool("execute_tool", {**slow, "resume_token": value})
+                for name, value in forged.items()
+            }
+    finally:
+        if process.stdin is not None:
+            await process.stdin.aclose()  # serve stops its backends on EOF
+        with anyio.fail_after(20):
+            await process.wait()
+        await process.aclose()
+    assert raw["nextResumeToken"] == token and token.startswith("emp1.")
+    assert done["content"][0]["text"] == "slept 1 s" and "nextResumeToken" not in done
+    messages = {name: result["error"]["message"] for name, result in refused.items()}
+    assert "did not issue it, or it was altered" in messages["tampered"]
+    assert "did not issue it, or it was altered" in messages["foreign"]
+    assert "expired at" in messages["expired"]
+    assert "This is a saga_token" in messages["saga"]
+    assert f"belongs to task {task_id}" in messages["other call"]
