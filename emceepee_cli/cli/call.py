@@ -159,6 +159,7 @@ def call(
                     f"See how it is started: emceepee servers show {server} (emceepee doctor checks it too)."
                 )
                 raise BackendUnavailable(exc.message, hint=hint) from None
+            adhoc.check_allowed(backend, tool)
             spec = await backend.tool(tool)
             arguments = given | asking.pairs_for(spec.input_schema, pairs or [])
             adhoc.check_args(server, spec, arguments)

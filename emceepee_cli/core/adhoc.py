@@ -18,7 +18,7 @@ import anyio
 import mcp_types as types
 
 from emceepee_cli.config import ServerSpec
-from emceepee_cli.core import schema, transport
+from emceepee_cli.core import listing, policy, schema, transport
 from emceepee_cli.core.backend import Backend, BackendSink, Status, leaves
 from emceepee_cli.errors import BackendError, UsageError
 
@@ -125,9 +125,10 @@ def tool_listing(backends: Iterable[Backend], pattern: str | None) -> dict[str, 
         if backend.status != Status.READY:
             group["error"] = backend.last_error or f"backend is {backend.status}"
         else:
-            group["tools"] = [
-                {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
+            group["tools"] = [  # as the list_tools meta-tool shows them, denied tools hidden
+                listing.tool_json(t)
                 for t in backend.offer.tools.values()
+                if policy.visible(backend.spec, t.name)
             ]
         groups.append(group)
     if pattern:
@@ -138,6 +139,12 @@ def tool_listing(backends: Iterable[Backend], pattern: str | None) -> dict[str, 
             if "tools" in group:
                 group["tools"] = [tool for tool in group["tools"] if id(tool) in kept]
     return {"servers": groups}
+
+
+def check_allowed(backend: Backend, tool: str) -> None:
+    """A tool the config denies is refused here too, before anything else (the person at the
+    terminal approves any other by running the command)."""
+    policy.refuse_denied(backend.spec, tool)
 
 
 def check_args(server: str, tool: types.Tool, args: dict[str, Any]) -> None:

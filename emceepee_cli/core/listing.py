@@ -14,6 +14,7 @@ from typing import Any
 import anyio.abc
 import mcp_types as types
 from mcp import ClientSession, MCPError
+from pydantic import BaseModel
 
 MAX_PAGES = 1000
 
@@ -113,3 +114,29 @@ async def _walk_pages(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[A
             break
         seen.add(cursor)
     return items
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    """An SDK model as our snake_case JSON (without the SDK's own `result_type` marker)."""
+    out: dict[str, Any] = model.model_dump(mode="json", exclude_none=True)
+    out.pop("result_type", None)
+    return out
+
+
+def tool_json(tool: types.Tool) -> dict[str, Any]:
+    """A backend tool as list_tools shows it: what a model needs to choose and call it safely
+    (its title, its hints such as destructive or read-only, its output schema, and whether it runs
+    as a task), with nothing left empty."""
+    out: dict[str, Any] = {"name": tool.name}
+    if tool.title:
+        out["title"] = tool.title
+    out["description"] = tool.description or ""
+    out["input_schema"] = tool.input_schema
+    if tool.output_schema:
+        out["output_schema"] = tool.output_schema
+    if tool.annotations is not None and (hints := dump(tool.annotations)):
+        out["annotations"] = hints
+    support = tool.execution.task_support if tool.execution is not None else None
+    if support and support != "forbidden":
+        out["task_support"] = support
+    return out

@@ -29,6 +29,7 @@ from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.heard import Heard, kept_params
+from emceepee_cli.core.listing import dump, tool_json
 from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.runtime import Runtime
@@ -43,32 +44,6 @@ log = logging.getLogger(__name__)
 
 READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this long for it
 STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
-
-
-def dump(model: BaseModel) -> dict[str, Any]:
-    """An SDK model as our snake_case JSON (without the SDK's own `result_type` marker)."""
-    out: dict[str, Any] = model.model_dump(mode="json", exclude_none=True)
-    out.pop("result_type", None)
-    return out
-
-
-def tool_json(tool: types.Tool) -> dict[str, Any]:
-    """A backend tool as list_tools shows it: what a model needs to choose and call it safely
-    (its title, its hints such as destructive or read-only, its output schema, and whether it runs
-    as a task), with nothing left empty."""
-    out: dict[str, Any] = {"name": tool.name}
-    if tool.title:
-        out["title"] = tool.title
-    out["description"] = tool.description or ""
-    out["input_schema"] = tool.input_schema
-    if tool.output_schema:
-        out["output_schema"] = tool.output_schema
-    if tool.annotations is not None and (hints := dump(tool.annotations)):
-        out["annotations"] = hints
-    support = tool.execution.task_support if tool.execution is not None else None
-    if support and support != "forbidden":
-        out["task_support"] = support
-    return out
 
 
 class Servers:

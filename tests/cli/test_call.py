@@ -141,3 +141,12 @@ def test_a_2026_backends_input_rounds_are_answered_in_the_terminal(config: Path)
     term.type("Hotel Avenida")
     term.expect("booked Hotel Avenida in Lisbon on 2026-05-01")
     assert term.finish() == 0
+
+
+def test_a_tool_the_config_denies_is_hidden_and_refused_from_the_cli_too(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "deny.toml", example_table("echo", "echo.py", tools={"deny": ["fail*"]}))
+    listed = cli("tools", "echo", "--config", str(config), "--json")
+    called = cli("call", "echo", "fail", "--config", str(config))
+    names = [t["name"] for t in listed.json()["servers"][0]["tools"]]
+    assert "echo" in names and "fail" not in names
+    assert called.code != 0 and "denied by emceepee's config" in called.err
