@@ -11,6 +11,7 @@ Every failure is an `EmceepeeError` that says what to do next.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -41,7 +42,8 @@ from emceepee_cli.store.records import PendingRow
 
 log = logging.getLogger(__name__)
 
-READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this long for it
+READY_WAIT_S = 10.0  # a request (not a tool call) to a backend that is still starting waits this long
+LISTING_WAIT_S = 2.0  # list_tools(server=…) of a backend still starting: a short wait, then its status
 STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
 
 
@@ -224,9 +226,10 @@ class Servers:
         return backend
 
     async def _selected(self, server: str | None) -> list[Backend]:
-        """One named backend, or all of them, after a bounded wait for any still starting."""
+        """One named backend, or all of them, after a bounded wait for any still starting (short for
+        one: the caller asked about it, and its status is the answer while it starts)."""
         chosen = [self.backend(server)] if server else list(self.backends.values())
-        with anyio.move_on_after(READY_WAIT_S):
+        with anyio.move_on_after(LISTING_WAIT_S if server else READY_WAIT_S):
             for backend in chosen:
                 await backend.wait_ready(READY_WAIT_S)
         return chosen
@@ -316,6 +319,10 @@ class Servers:
             group: dict[str, Any] = {"server": backend.name, "status": backend.status.value}
             if backend.status != Status.READY:
                 group["error"] = backend.last_error or f"backend is {backend.status}"
+                if backend.starting:
+                    group["hint"] = (
+                        "list_servers shows when it is ready; execute_tool waits for it meanwhile."
+                    )
             else:
                 group["tools"] = [tool_json(t) for t in backend.offer.tools.values()]
             groups.append(group)
@@ -338,8 +345,19 @@ class Servers:
         timeout_ms: int | None = None,
         relay: Relay | None = None,
     ) -> Outcome:
-        """The backend's result if it comes within `timeout_ms`; else the task it became."""
-        backend = await self.ready(server)
+        """The backend's result if it comes within `timeout_ms`; else the task it became. A backend
+        still starting is waited for as part of the call, so that wait too becomes a task."""
+        backend = self.backend(server)
+        if backend.starting:
+            check = functools.partial(self._check_call, backend, tool, args)
+            return await self.tasks.execute(backend, tool, args, timeout_ms, relay, check)
+        backend.require_session()
+        await self._check_call(backend, tool, args)
+        return await self.tasks.execute(backend, tool, args, timeout_ms, relay)
+
+    async def _check_call(self, backend: Backend, tool: str, args: dict[str, Any] | None) -> None:
+        """Refuse an unknown tool, or arguments its input schema rejects, before anything is sent."""
+        server = backend.name
         spec = await backend.tool(tool)
         wrong = schema.problems(args or {}, spec.input_schema)
         if wrong:
@@ -348,7 +366,6 @@ class Servers:
                 hint=f"Nothing was sent to '{server}'. Fix the fields named; "
                 f"list_tools(server='{server}') shows the schema.",
             )
-        return await self.tasks.execute(backend, tool, args, timeout_ms, relay)
 
     # ---- resources and prompts -------------------------------------------------------------
 
