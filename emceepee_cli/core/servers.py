@@ -225,11 +225,10 @@ class Servers:
         backend.require_session()
         return backend
 
-    async def _selected(self, server: str | None) -> list[Backend]:
-        """One named backend, or all of them, after a bounded wait for any still starting (short for
-        one: the caller asked about it, and its status is the answer while it starts)."""
+    async def _selected(self, server: str | None, wait_s: float = READY_WAIT_S) -> list[Backend]:
+        """One named backend, or all of them, after a bounded wait for any still starting."""
         chosen = [self.backend(server)] if server else list(self.backends.values())
-        with anyio.move_on_after(LISTING_WAIT_S if server else READY_WAIT_S):
+        with anyio.move_on_after(wait_s):
             for backend in chosen:
                 await backend.wait_ready(READY_WAIT_S)
         return chosen
@@ -315,7 +314,8 @@ class Servers:
         if pattern:
             patterns.compile_pattern(pattern)  # a bad pattern is refused before any wait for backends
         groups = []
-        for backend in await self._selected(server):
+        # One named backend still starting: its status is the answer, after a short wait only.
+        for backend in await self._selected(server, LISTING_WAIT_S if server else READY_WAIT_S):
             group: dict[str, Any] = {"server": backend.name, "status": backend.status.value}
             if backend.status != Status.READY:
                 group["error"] = backend.last_error or f"backend is {backend.status}"
