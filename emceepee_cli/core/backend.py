@@ -177,6 +177,11 @@ class Backend:
             while not done(self.status):
                 await self._changed.wait()
 
+    @property
+    def starting(self) -> bool:
+        """Starting or restarting, and its last start did not fail: worth waiting for."""
+        return self.status in WAITING and not self._start_failed
+
     async def wait_ready(self, timeout_s: float) -> None:
         """Wait (bounded) while the backend is starting or restarting, unless its last start failed."""
         await self.wait_for(lambda status: status not in WAITING or self._start_failed, timeout_s)
@@ -335,11 +340,12 @@ class Backend:
         if self.status == Status.READY and self.session is not None:
             return self.session
         hint = {
-            Status.STARTING: "It is still starting; try again in a moment.",
+            Status.STARTING: "Its start is taking long; list_servers shows when it is ready "
+            "(await_activity hears server_connected), then call again.",
             Status.RESTARTING: "It fails at start-up and emceepee keeps retrying with backoff; fix what the "
             f"error says (get_logs(server='{self.name}') has its stderr)."
             if self._start_failed
-            else "It crashed and is being restarted; try again in a moment.",
+            else "It crashed and is being restarted; call again once list_servers shows it ready.",
             Status.DISABLED: "Enable it in the config (enabled = true) or re-add it with add_server.",
             Status.STOPPED: "It was stopped; add it again with add_server.",
         }.get(self.status, "See list_servers for its last error and get_logs for its stderr.")

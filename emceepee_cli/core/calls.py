@@ -104,6 +104,7 @@ class Call:
     stop_as: TaskStatus | None = None  # why we cancelled it: cancelled, expired or interrupted
     unjournaled: EmceepeeError | None = None  # why its task row could not be written
     relay: Relay | None = None
+    awaiting_backend: bool = False  # its backend is still starting: the call waits for it first
     progress: dict[str, Any] | None = None
     progress_written: float = 0.0
     progress_announced: float = field(default_factory=time.monotonic)  # first summary after PROGRESS_EVENT_S
@@ -155,7 +156,7 @@ def task_row(call: Call, instance_id: str) -> TaskRow:
         tool=call.tool,
         args=json.dumps(call.args),
         status=TaskStatus.WORKING.value,
-        status_message=None,
+        status_message=awaiting_start(call.server) if call.awaiting_backend else None,
         progress=json.dumps(call.progress) if call.progress else None,
         result=None,
         error=None,
@@ -167,6 +168,10 @@ def task_row(call: Call, instance_id: str) -> TaskRow:
         request_state=None,
         round=None,
     )
+
+
+def awaiting_start(server: str) -> str:
+    return f"waiting for backend '{server}' to start"
 
 
 def final_row(call: Call, instance_id: str) -> TaskRow:

@@ -52,9 +52,15 @@ def host_gave_up(call: Call, events: Events) -> None:
     and an event the next reply (or await_activity) carries, so the user can see what happened."""
     after_s = round(time.monotonic() - call.started, 1)
     log.warning(
-        "the host cancelled execute_tool %s.%s after %.1f s; the backend call was cancelled",
-        *(call.server, call.tool, after_s),
+        "the host cancelled execute_tool %s.%s after %.1f s; the backend call was cancelled%s",
+        *(
+            call.server,
+            call.tool,
+            after_s,
+            " (it was waiting for the backend to start)" if call.awaiting_backend else "",
+        ),
     )
-    events.emit(
-        "call_cancelled_by_host", call.server, {"tool": call.tool, "after_s": after_s, "hint": HOST_GAVE_UP}
-    )
+    data: dict[str, object] = {"tool": call.tool, "after_s": after_s, "hint": HOST_GAVE_UP}
+    if call.awaiting_backend:  # the call never reached the backend
+        data["waiting_for"] = f"backend '{call.server}' to start"
+    events.emit("call_cancelled_by_host", call.server, data)

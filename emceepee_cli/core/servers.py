@@ -11,6 +11,7 @@ Every failure is an `EmceepeeError` that says what to do next.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -42,7 +43,8 @@ from emceepee_cli.store.records import PendingRow
 
 log = logging.getLogger(__name__)
 
-READY_WAIT_S = 10.0  # a call to a backend that is still starting waits this long for it
+READY_WAIT_S = 10.0  # a request (not a tool call) to a backend that is still starting waits this long
+LISTING_WAIT_S = 2.0  # list_tools(server=…) of a backend still starting: a short wait, then its status
 STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
 
 
@@ -198,10 +200,10 @@ class Servers:
         backend.require_session()
         return backend
 
-    async def _selected(self, server: str | None) -> list[Backend]:
+    async def _selected(self, server: str | None, wait_s: float = READY_WAIT_S) -> list[Backend]:
         """One named backend, or all of them, after a bounded wait for any still starting."""
         chosen = [self.backend(server)] if server else list(self.backends.values())
-        with anyio.move_on_after(READY_WAIT_S):
+        with anyio.move_on_after(wait_s):
             for backend in chosen:
                 await backend.wait_ready(READY_WAIT_S)
         return chosen
@@ -287,10 +289,15 @@ class Servers:
         if pattern:
             patterns.compile_pattern(pattern)  # a bad pattern is refused before any wait for backends
         groups = []
-        for backend in await self._selected(server):
+        # One named backend still starting: its status is the answer, after a short wait only.
+        for backend in await self._selected(server, LISTING_WAIT_S if server else READY_WAIT_S):
             group: dict[str, Any] = {"server": backend.name, "status": backend.status.value}
             if backend.status != Status.READY:
                 group["error"] = backend.last_error or f"backend is {backend.status}"
+                if backend.starting:
+                    group["hint"] = (
+                        "list_servers shows when it is ready; execute_tool waits for it meanwhile."
+                    )
             else:
                 group["tools"] = [
                     tool_json(t)
@@ -318,11 +325,22 @@ class Servers:
         relay: Relay | None = None,
         **follow: Any,
     ) -> Outcome:
-        """The backend's result if it comes within `timeout_ms`; else the task it became.
+        """The backend's result if it comes within `timeout_ms`; else the task it became. A backend
+        still starting is waited for as part of the call, so that wait too becomes a task.
 
         `follow`: the per-call follow_next_tool, auto_resume and resume_token (core/chain.py)."""
-        backend = await self.ready(server)
+        backend = self.backend(server)
         policy.refuse_denied(backend.spec, tool)
+        if backend.starting:
+            check = functools.partial(self._check_call, backend, tool, args)
+            return await self.tasks.execute(backend, tool, args, timeout_ms, relay, check, **follow)
+        backend.require_session()
+        await self._check_call(backend, tool, args)
+        return await self.tasks.execute(backend, tool, args, timeout_ms, relay, **follow)
+
+    async def _check_call(self, backend: Backend, tool: str, args: dict[str, Any] | None) -> None:
+        """Refuse an unknown tool, or arguments its input schema rejects, before anything is sent."""
+        server = backend.name
         spec = await backend.tool(tool)
         wrong = schema.problems(args or {}, spec.input_schema)
         if wrong:
@@ -331,7 +349,6 @@ class Servers:
                 hint=f"Nothing was sent to '{server}'. Fix the fields named; "
                 f"list_tools(server='{server}') shows the schema.",
             )
-        return await self.tasks.execute(backend, tool, args, timeout_ms, relay, **follow)
 
     # ---- resources and prompts -------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +54,7 @@ def _epoch(at: str | None) -> float:
 log = logging.getLogger(__name__)
 
 Outcome = types.CallToolResult | dict[str, Any]  # the backend's result, or the task it became
+Check = Callable[[], Awaitable[None]]  # what is checked once the backend is up (the tool, its arguments)
 
 
 class Tasks:
@@ -94,11 +95,15 @@ class Tasks:
         args: dict[str, Any] | None,
         timeout_ms: int | None,
         relay: Relay | None,
+        check: Check | None = None,
         *,
         follow_next_tool: bool | None = None,
         auto_resume: bool | None = None,
         resume_token: str | None = None,
     ) -> Outcome:
+        """The call, in serve's task group. With `check`, the backend is still starting: the call
+        first waits for it (as part of the call, so past `timeout_ms` it is a task), then runs
+        `check`, then calls the tool."""
         if resume_token is not None and resume.ours(resume_token):
             return await self.by_token(backend, tool, args, resume_token, timeout_ms, relay)
         if resume_token is not None and sagas.unseal(self.install_key, resume_token.strip()) is not None:
@@ -107,10 +112,11 @@ class Tasks:
                 hint="Answer the saga's steps with resume_tool(saga_token, completed_steps).",
             )
         call = Call(backend.name, tool, args, ttl_s=self.defaults.task_ttl_ms / 1000)
+        call.awaiting_backend = check is not None
         call.follow = policy.follow(backend.spec, self.defaults, follow_next_tool, auto_resume)
         call.token = resume_token
         self.calls[call.call_id] = call
-        self.runtime.spawn(self._run, call, backend, None, name=f"call {call.call_id}")
+        self.runtime.spawn(self._run, call, backend, None, None, check, name=f"call {call.call_id}")
         wait_ms = self.defaults.timeout_ms if timeout_ms is None else timeout_ms
         try:
             await self.wait(call, min(wait_ms, self.defaults.max_wait_ms) / 1000, relay)
@@ -195,17 +201,28 @@ class Tasks:
                 call.nudge()
 
     def in_flight(self, server: str) -> list[Call]:
-        return [c for c in self.calls.values() if c.server == server and not c.ended]
+        """The calls on `server` now (not those still waiting for it to start)."""
+        return [
+            c for c in self.calls.values() if c.server == server and not c.ended and not c.awaiting_backend
+        ]
 
     # ---- the call itself -----------------------------------------------------------------
 
     async def _run(
-        self, call: Call, backend: Backend, resume_round: Round | None, adopted: list[Step] | None = None
+        self,
+        call: Call,
+        backend: Backend,
+        resume_round: Round | None,
+        adopted: list[Step] | None = None,
+        check: Check | None = None,
     ) -> None:
         """The call itself, under its own cancel scope; however it ends, `_end` records how."""
         try:
             with call.scope:
                 try:
+                    if check is not None:
+                        await self._started(call, backend)
+                        await check()
                     call.result = await self._drive(call, backend, resume_round, adopted)
                 except urlauth.UrlElicitationRequired as exc:
                     call.error = await urlauth.park(self.questions, call.server, call.tool, exc)
@@ -227,7 +244,10 @@ class Tasks:
                     call.stop_as = TaskStatus.INTERRUPTED
                 status = call.stop_as or TaskStatus.CANCELLED
                 ended = "expired" if status == TaskStatus.EXPIRED else f"was {status.value}"
-                call.error = BackendError(f"The call to {call.server}.{call.tool} {ended}.")
+                waiting = (
+                    f" while backend '{call.server}' was still starting" if call.awaiting_backend else ""
+                )
+                call.error = BackendError(f"The call to {call.server}.{call.tool} {ended}{waiting}.")
             if call.result is None and self.stopping is not None:
                 # emceepee stopped the backend itself: whatever the call ended with, that is why.
                 call.stop_as = TaskStatus.INTERRUPTED
@@ -247,6 +267,19 @@ class Tasks:
             await self.recorder.finished(call)
         self.calls.pop(call.call_id, None)
         call.settled.set()
+
+    async def _started(self, call: Call, backend: Backend) -> None:
+        """Wait for the backend to start (the task TTL ends the wait), or fail with why it did not."""
+        await backend.wait_ready(self.defaults.task_ttl_max_ms / 1000)
+        backend.require_session()  # its start failed: the error has the exit code and stderr tail
+        call.awaiting_backend = False
+        if call.promoted:
+            with anyio.move_on_after(JOURNAL_WAIT_S):
+                await call.row_written.wait()
+            message = f"backend '{call.server}' started; the tool is running"
+            await self.runtime.guarded(
+                lambda: self.journal.run(Journal.set_status_message, call.call_id, message)
+            )
 
     async def _drive(
         self, call: Call, backend: Backend, resume_round: Round | None, adopted: list[Step] | None = None

@@ -120,6 +120,13 @@ class Journal(EventLog, Instances, Recovery, Retention, Steps):
         )
 
     @mapped
+    def set_status_message(self, task_id: str, message: str) -> None:
+        self.db.execute(
+            "UPDATE tasks SET status_message = ?, last_updated_at = ? WHERE task_id = ? AND status = ?",
+            [message, now_iso(), task_id, TaskStatus.WORKING.value],
+        )
+
+    @mapped
     def set_expiry(self, task_id: str, expires_at: str) -> None:
         self.db.execute(
             "UPDATE tasks SET expires_at = ?, last_updated_at = ? WHERE task_id = ? AND status = ?",

@@ -3,6 +3,7 @@
     python tests/backends/hostile.py [--handshake ok|garbage|hang] [--exit-at-start CODE]
                                      [--ignore-eof] [--ignore-sigterm] [--setsid-child PIDFILE]
                                      [--say TEXT] [--say-env NAME] [--describe TEXT]
+                                     [--start-when FILE]
 
 Start-up and signal behaviour comes from the flags:
 
@@ -16,6 +17,8 @@ Start-up and signal behaviour comes from the flags:
     --say TEXT            write TEXT to stderr first thing (before --exit-at-start)
     --say-env NAME        write NAME=<its value> to stderr first thing (a backend echoing a secret)
     --describe TEXT       give every tool the description TEXT
+    --start-when FILE     start (read stdin; or --exit-at-start) only once FILE exists: a slow start
+                          the test ends when it chooses
 
 Once initialized, its tools misbehave on request:
 
@@ -240,6 +243,7 @@ def main() -> None:
     parser.add_argument("--say")
     parser.add_argument("--say-env")
     parser.add_argument("--describe")
+    parser.add_argument("--start-when")
     opts = parser.parse_args()
     global description
     description = opts.describe
@@ -248,6 +252,8 @@ def main() -> None:
     if opts.say_env is not None:
         sys.stderr.write(f"hostile: {opts.say_env}={os.environ.get(opts.say_env)}\n")
     sys.stderr.flush()
+    while opts.start_when is not None and not os.path.exists(opts.start_when):
+        time.sleep(0.05)
     if opts.exit_at_start is not None:
         sys.stderr.write(f"hostile: exiting at start with code {opts.exit_at_start}\n")
         sys.stderr.flush()

@@ -32,6 +32,7 @@ def test_tools_json_is_what_the_list_tools_meta_tool_returns(config: Path) -> No
     async def meta_tool() -> dict[str, Any]:
         async with emceepee(config) as client:
             await client.list_tools()
+            await client.call_tool("list_tools", {})  # waits (bounded) for the backends still starting
             return payload(await client.call_tool("list_tools", {"server": "echo", "pattern": "add|slow"}))
 
     expected = anyio.run(meta_tool)

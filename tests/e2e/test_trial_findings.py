@@ -69,7 +69,7 @@ async def test_a_parked_question_outlives_the_task_ttl_until_its_own_timeout(tmp
     config = elicit_config(tmp_path, "[defaults]\ntask_ttl_ms = 1500\npending_timeout_ms = 60000\n")
     async with serving(config) as client:
         with anyio.fail_after(40):
-            await client.call_tool("list_servers", {})
+            await client.call_tool("list_tools", {})  # the TTL also bounds a wait for the backend's start
             promoted = payload(await ask(client, "Name?", timeout_ms=0))
             task_id = promoted["proxy_task"]["task_id"]
             past_ttl = time.monotonic() + 3.0
@@ -90,7 +90,7 @@ async def test_a_call_the_host_gives_up_on_leaves_an_event_and_a_log_line(tmp_pa
     config = write_config(tmp_path / "config.toml", example_table("echo", "echo.py"))
     async with serving(config) as client:
         with anyio.fail_after(30):
-            await client.call_tool("list_tools", {"server": "echo"})  # waits until echo is ready
+            await client.call_tool("list_tools", {})  # waits (bounded) until echo is ready
             slow = {
                 "server": "echo",
                 "tool": "slow",

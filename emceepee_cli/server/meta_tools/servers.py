@@ -94,7 +94,8 @@ async def list_tools(services: Services, args: dict[str, Any], call: Call) -> Pa
 @group.tool(
     "execute_tool",
     "Call a tool on a backend server. `args` are checked against the tool's input schema first. "
-    "If the tool finishes within timeout_ms, its own result is returned unchanged. If not, the call keeps "
+    "If the tool finishes within timeout_ms (waiting for a backend that is still starting included), its "
+    "own result is returned unchanged. If not, the call keeps "
     "running as a task and you get {proxy_task, pending_on_server} at once: fetch the result later with "
     "get_task_result(task_id), or wait for it with await_activity. A result that suggests a next tool is "
     "followed (a tool_chain block lists the steps); one carrying a resume token shows it in a resumable "
@@ -151,6 +152,13 @@ async def execute_tool(services: Services, args: dict[str, Any], call: Call) -> 
                 f"{name} became task {task['task_id']} while '{task['server']}' waits for an answer to a "
                 "question (perhaps this call's). Answer it with respond_to_elicitation / "
                 "respond_to_sampling, then get_task_result.",
+            )
+        if task.get("status_message", "").startswith("waiting for backend"):
+            return Reply(
+                out,
+                f"'{task['server']}' is still starting, so {name} became task {task['task_id']}; it runs "
+                "once the backend is up. Use get_task_result to get its result when ready (or "
+                "await_activity to wait for it).",
             )
         return Reply(
             out,
