@@ -192,7 +192,11 @@ class Tasks:
                 call.relay = None
 
     def suspended(self, call: Call) -> bool:
-        return bool(self.questions.listed(task_id=call.call_id))
+        """Blocked on a question for the client: its own, or one its server asked while several
+        calls ran there, which may be its own (then every such call waits on it)."""
+        return any(
+            q.get("task_id") in (None, call.call_id) for q in self.questions.listed(server=call.server)
+        )
 
     def question_arrived(self, server: str, task_id: str | None) -> None:
         """Wake whoever waits on the call(s) a new question may block, so the model hears of it now."""

@@ -75,6 +75,7 @@ async def test_events_a_serve_never_delivered_reach_the_next_session_once(config
         with anyio.fail_after(30):
             await host.initialize()
             await host.tool("list_servers", {})
+            await host.tool("list_tools", {})  # the backend is up, so the call itself is what is promoted
             promoted = await host.tool(
                 "execute_tool",
                 {"server": "echo", "tool": "slow", "args": {"seconds": 0.2, "steps": 1}, "timeout_ms": 0},

@@ -33,6 +33,7 @@ async def test_a_call_promoted_beside_a_question_on_its_server_says_so(tmp_path:
     async with serving(elicit_config(tmp_path)) as client:
         with anyio.fail_after(30):
             await client.call_tool("list_servers", {})
+            await client.call_tool("list_tools", {})  # the backend is up: its calls run at once
 
             async def one(question: str) -> None:
                 replies.append(await ask(client, question))

@@ -86,6 +86,7 @@ async def test_a_fast_call_never_creates_a_task(config: Path) -> None:
 async def test_cancel_task_cancels_the_backend_call(config: Path, record: Path) -> None:
     async with emceepee(config) as client:
         with anyio.fail_after(20):
+            await client.call_tool("list_tools", {})  # the backend is up: the call reaches it
             task = (await slow(client, 30, 100))["proxy_task"]
             cancelled = payload(await client.call_tool("cancel_task", {"task_id": task["task_id"]}))
             # a later round trip to the same backend: it has handled the cancellation by then
@@ -165,6 +166,7 @@ async def test_a_task_past_its_ttl_expires_and_its_call_is_cancelled(tmp_path: P
     config = make_config(tmp_path, record, "[defaults]\ntask_ttl_ms = 400\n")
     async with emceepee(config) as client:
         with anyio.fail_after(20):
+            await client.call_tool("list_tools", {})  # the backend is up: the call reaches it
             task = (await slow(client, 30, 50))["proxy_task"]
             await until_event(client, "expired", task["task_id"])
             await client.call_tool(
