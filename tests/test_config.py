@@ -431,7 +431,8 @@ def test_an_unknown_server_field_suggests_the_closest_known_one() -> None:
 def test_an_unknown_field_with_no_close_match_lists_the_known_ones() -> None:
     [problem] = problems_of('[servers.git]\ncommand = "uvx"\nzzz = 1\n')
 
-    known = "command, args, env, cwd, url, headers, enabled, protocol, elicitation, sampling"
+    known = "command, args, env, cwd, url, headers, enabled, protocol, elicitation, sampling, "
+    known += "roots, expose"
     assert problem.endswith(f"unknown field; known: {known}")
 
 
@@ -549,6 +550,12 @@ def test_a_server_that_is_not_a_table_is_a_problem() -> None:
         ('max_wait_ms = "50s"', "defaults.max_wait_ms", "must be a positive integer (got '50s')"),
         ("retention_s = true", "defaults.retention_s", "must be a positive integer (got True)"),
         ('elicitation = "ask"', "defaults.elicitation", "must be one of auto, forward, park (got 'ask')"),
+        ('expose = "all"', "defaults.expose", "must be one of meta, direct, both (got 'all')"),
+        (
+            'roots = ["/no/such/dir"]',
+            "defaults.roots",
+            "'/no/such/dir' is not a directory; roots must be existing directories",
+        ),
     ],
 )
 def test_a_bad_defaults_value_falls_back_to_the_default_with_a_problem(
@@ -648,3 +655,12 @@ def test_parse_env_pairs_refuses_a_pair_without_equals_or_name(pair: str, expect
 
     assert caught.value.message == expected
     assert caught.value.hint is not None and "--env NAME=value" in caught.value.hint
+
+
+def test_a_server_root_that_is_not_a_directory_leaves_the_server_out(tmp_path: Path) -> None:
+    write_config(f'[servers.a]\ncommand = "a"\nroots = ["{tmp_path}", "/no/such/dir"]\n')
+
+    config = load_config()
+
+    assert config.servers == {}
+    assert [(p.server, p.field) for p in config.problems] == [("a", "roots")]

@@ -19,6 +19,7 @@ from typing import Any, cast
 from emceepee_cli import paths
 from emceepee_cli.config.expand import RefError
 from emceepee_cli.config.model import (
+    EXPOSES,
     POLICIES,
     PROTOCOLS,
     Config,
@@ -110,12 +111,14 @@ def _parse_defaults(raw: object) -> tuple[Defaults, list[ConfigProblem]]:
     known = tuple(f.name for f in fields(Defaults))
     problems = [_unknown(None, f"defaults.{key}", known) for key in table if key not in known]
     r, base = _Reader(table, None, "defaults."), Defaults()
-    # Each default is a positive integer or a policy; its built-in value says which.
+    # Each other default is a positive integer or a policy; its built-in value says which.
+    special = {"roots", "expose"}
     values: dict[str, Any] = {
         name: r.positive_int(name, value) if isinstance(value, int) else r.choice(name, POLICIES, value)
         for name, value in vars(base).items()
+        if name not in special
     }
-    defaults = Defaults(**values)
+    defaults = Defaults(**values, roots=_roots(r), expose=r.choice("expose", EXPOSES, base.expose))
     if defaults.task_ttl_ms > defaults.task_ttl_max_ms:
         r.add("task_ttl_ms", f"must not exceed task_ttl_max_ms (got {defaults.task_ttl_ms})")
         defaults = replace(defaults, task_ttl_ms=min(base.task_ttl_ms, defaults.task_ttl_max_ms))
@@ -160,10 +163,21 @@ def parse_server(name: str, raw: object) -> tuple[ServerSpec | None, list[Config
         protocol=r.choice("protocol", PROTOCOLS, "legacy"),
         elicitation=r.choice("elicitation", POLICIES),
         sampling=r.choice("sampling", POLICIES),
+        roots=_roots(r),
+        expose=r.choice("expose", EXPOSES),
     )
     _check_shape(table, r)
     problems += r.problems or _ref_problems(spec, None)
     return (None if problems else spec), problems
+
+
+def _roots(r: _Reader) -> tuple[str, ...]:
+    """The `roots` array; each must be a directory now (a typo would show a backend nothing)."""
+    roots = r.strings("roots")
+    for path in roots:
+        if not Path(os.path.expanduser(path)).is_dir():
+            r.add("roots", f"'{path}' is not a directory; roots must be existing directories")
+    return tuple(p for p in roots if Path(os.path.expanduser(p)).is_dir())
 
 
 def _check_shape(table: Mapping[str, object], r: _Reader) -> None:

@@ -17,9 +17,11 @@ from emceepee_cli.errors import ConfigError, NotFound
 
 Policy = Literal["auto", "forward", "park"]
 Protocol = Literal["legacy", "modern", "auto"]
+Expose = Literal["meta", "direct", "both"]
 
 POLICIES: tuple[str, ...] = ("auto", "forward", "park")
 PROTOCOLS: tuple[str, ...] = ("legacy", "modern", "auto")
+EXPOSES: tuple[str, ...] = ("meta", "direct", "both")
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class ServerSpec:
     protocol: Protocol = "legacy"
     elicitation: Policy | None = None
     sampling: Policy | None = None
+    roots: tuple[str, ...] = ()  # directories this backend sees as its roots; else the host's
+    expose: Expose | None = None  # else [defaults] expose
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -73,6 +77,9 @@ class Defaults:
     pending_timeout_ms: int = 600_000  # a pending elicitation/sampling request expires after this
     elicitation: Policy = "auto"
     sampling: Policy = "auto"
+    roots: tuple[str, ...] = ()  # backends' roots when neither their own nor the host's are given
+    expose: Expose = "meta"  # backend tools on the host's tools/list: meta-tools only, directly, or both
+    direct_name_max: int = 64  # longest `server__tool` name in direct mode (model APIs allow 64)
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,20 @@ def forwarding_policy(spec: ServerSpec | None, defaults: Defaults, kind: str) ->
     """How a `kind` question of this server may reach the host: its own setting, else the default."""
     own = None if spec is None else spec.sampling if kind == "sampling" else spec.elicitation
     return own or (defaults.sampling if kind == "sampling" else defaults.elicitation)
+
+
+def exposure(spec: ServerSpec, defaults: Defaults) -> Expose:
+    """How this server's tools reach the host: its own `expose`, else the default."""
+    return spec.expose or defaults.expose
+
+
+def root_uris(paths: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(file:// URI, name) of each configured root directory, `~` expanded."""
+    out = []
+    for path in paths:
+        resolved = Path(os.path.expanduser(path)).resolve()
+        out.append((resolved.as_uri(), resolved.name or str(resolved)))
+    return out
 
 
 def unknown_server(name: str, known: Mapping[str, object], hint: str) -> NotFound:

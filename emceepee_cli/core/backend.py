@@ -77,6 +77,7 @@ class BackendSink(Protocol):
         kind: str,
         params: types.ElicitRequestParams | types.CreateMessageRequestParams,
     ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData: ...
+    async def roots_of(self, backend: Backend) -> types.ListRootsResult: ...
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
 
@@ -206,6 +207,7 @@ class Backend:
                     message_handler=self._on_message,
                     elicitation_callback=self._on_elicit,
                     sampling_callback=self._on_sample,
+                    list_roots_callback=self._on_roots,
                     client_info=types.Implementation(name="emceepee", version=__version__),
                 )
             )
@@ -298,6 +300,9 @@ class Backend:
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.ErrorData:
         return _answered_as(types.CreateMessageResult, await self.sink.question(self, Kind.SAMPLING, params))
+
+    async def _on_roots(self, context: ClientRequestContext) -> types.ListRootsResult:
+        return await self.sink.roots_of(self)
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         data = params.data if isinstance(params.data, str) else repr(params.data)

@@ -29,6 +29,7 @@ from emceepee_cli.core.events import Events
 from emceepee_cli.core.heard import Heard, kept_params
 from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
+from emceepee_cli.core.roots import Roots
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.tasks import Outcome, Tasks
 from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
@@ -83,6 +84,7 @@ class Servers:
         *,
         backends: dict[str, Backend],
         native: Native | None = None,
+        roots: Roots | None = None,
         log_dir: Path | None = None,
     ) -> None:
         self.config = config
@@ -95,6 +97,7 @@ class Servers:
         self.instance_id = instance_id
         self.backends = backends
         self.native = native  # the host's own lists, told what backends say
+        self.roots = roots
         self.log_dir = log_dir
 
     def __repr__(self) -> str:
@@ -175,6 +178,13 @@ class Servers:
         except EmceepeeError as exc:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=exc.message)
         return await self.questions.wait(question)
+
+    async def roots_of(self, backend: Backend) -> types.ListRootsResult:
+        return (
+            types.ListRootsResult(roots=[])
+            if self.roots is None
+            else await self.roots.for_backend(backend.spec)
+        )
 
     def status_changed(self, backend: Backend, previous: Status) -> None:
         if backend.last_error:  # e.g. a missing `cwd`, quoted as expanded: show its ${VAR} form

@@ -25,6 +25,7 @@ from emceepee_cli.core.heard import Heard
 from emceepee_cli.core.host import HostLink
 from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
+from emceepee_cli.core.roots import Roots
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.servers import Servers
 from emceepee_cli.core.tasks import Tasks
@@ -78,6 +79,7 @@ class Services:
     heard: Heard
     host: HostLink
     native: Native
+    roots: Roots
     runtime: Runtime
     watcher: Watcher
     journal: AsyncJournal
@@ -141,6 +143,7 @@ def build(
     )
     questions.on_waiting(tasks.question_arrived)
     native = Native(backends, host, runtime)
+    roots = Roots(defaults, host, runtime, lambda: list(backends.values()))
     servers = Servers(
         config,
         journal,
@@ -152,6 +155,7 @@ def build(
         instance_id,
         backends=backends,
         native=native,
+        roots=roots,
         log_dir=log_dir,
     )
     watcher = Watcher(journal, runtime, tasks, questions, instance_id, defaults.retention_s)
@@ -163,6 +167,7 @@ def build(
         heard=heard,
         host=host,
         native=native,
+        roots=roots,
         runtime=runtime,
         watcher=watcher,
         journal=journal,

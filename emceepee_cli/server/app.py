@@ -104,12 +104,20 @@ def build_server(
     # every handshake-era host uses.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_level)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, _initialized)
+    server.add_notification_handler(
+        "notifications/roots/list_changed", types.NotificationParams, _roots_changed
+    )
     return server
 
 
 async def _initialized(ctx: ServerRequestContext[Services], params: types.NotificationParams) -> None:
     """The host finished the handshake: keep its connection, to forward questions from now on."""
     _note_host(ctx, ctx.lifespan_context)
+
+
+async def _roots_changed(ctx: ServerRequestContext[Services], params: types.NotificationParams) -> None:
+    """The host's roots changed: backends that see them are told."""
+    ctx.lifespan_context.roots.host_changed()
 
 
 async def _list_tools(
@@ -256,6 +264,7 @@ def _note_host(ctx: ServerRequestContext[Services], services: Services) -> None:
     """Keep the host's connection (to forward questions) and record which host this is, once."""
     info = services.host.note(ctx.session)
     if info is not None:
+        services.roots.host_connected()
         name, version = info.name, info.version
         services.runtime.write(services.journal, Journal.set_host, services.instance_id, name, version)
 

@@ -96,6 +96,9 @@ class Sink:
     ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
         return types.ErrorData(code=types.INTERNAL_ERROR, message="no questions in this test")
 
+    async def roots_of(self, backend: Backend) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[])
+
     def spawned(self, backend: Backend, process: ProcessInfo) -> None:
         self.heard.append(("spawned", str(process.pid)))
 
