@@ -25,6 +25,7 @@ from emceepee_cli.core import patterns, schema, transport, urlauth
 from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
+from emceepee_cli.core.direct import Direct
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.heard import Heard, kept_params
 from emceepee_cli.core.native import Native
@@ -85,6 +86,7 @@ class Servers:
         backends: dict[str, Backend],
         native: Native | None = None,
         roots: Roots | None = None,
+        direct: Direct | None = None,
         log_dir: Path | None = None,
     ) -> None:
         self.config = config
@@ -98,6 +100,7 @@ class Servers:
         self.backends = backends
         self.native = native  # the host's own lists, told what backends say
         self.roots = roots
+        self.direct = direct  # backend tools on the host's own tools/list
         self.log_dir = log_dir
 
     def __repr__(self) -> str:
@@ -186,7 +189,13 @@ class Servers:
             else await self.roots.for_backend(backend.spec)
         )
 
+    def relisted(self, backend: Backend) -> None:
+        if self.direct is not None:
+            self.direct.changed()
+
     def status_changed(self, backend: Backend, previous: Status) -> None:
+        if self.direct is not None:
+            self.direct.changed()
         if backend.last_error:  # e.g. a missing `cwd`, quoted as expanded: show its ${VAR} form
             backend.last_error = redact(backend.last_error)
         detail = f": {backend.last_error}" if backend.last_error and backend.status != Status.READY else ""
@@ -282,6 +291,8 @@ class Servers:
         backend.stop()
         await backend.wait_for(lambda s: s in (Status.STOPPED, Status.FAILED, Status.DISABLED), STOP_WAIT_S)
         del self.backends[name]
+        if self.direct is not None:
+            self.direct.changed()
         removed_from_config = await anyio.to_thread.run_sync(
             config_mod.discard_server, name, self.config.path
         )
@@ -298,7 +309,7 @@ class Servers:
             if backend.status != Status.READY:
                 group["error"] = backend.last_error or f"backend is {backend.status}"
             else:
-                group["tools"] = [tool_json(t) for t in backend.offer.tools.values()]
+                group["tools"] = self._tools_of(backend)
             groups.append(group)
         if pattern:  # in a thread, bounded: a pattern that backtracks must not stall the event loop
             listed = [tool for group in groups for tool in group.get("tools", ())]
@@ -310,6 +321,17 @@ class Servers:
                     group["tools"] = [tool for tool in group["tools"] if id(tool) in kept]
             groups = [group for group in groups if group.get("tools") or "error" in group]
         return {"servers": groups}
+
+    def _tools_of(self, backend: Backend) -> list[dict[str, Any]]:
+        """Its tools, each with the name it has on the host's own tools/list in direct mode; under
+        `expose = "direct"` only that (the full listing is there already)."""
+        tools = [tool_json(t) for t in backend.offer.tools.values()]
+        if self.direct is None or not self.direct.exposed(backend):
+            return tools
+        names = self.direct.names_of(backend.name)
+        if self.direct.only_direct(backend):
+            tools = [{"name": t["name"], "description": t["description"]} for t in tools]
+        return [{**t, "direct_name": names[t["name"]]} if t["name"] in names else t for t in tools]
 
     async def execute_tool(
         self,

@@ -20,6 +20,7 @@ import anyio.abc
 from emceepee_cli.config import Config, Defaults, Policy, forwarding_policy
 from emceepee_cli.core import activity, leftovers, sagas
 from emceepee_cli.core.backend import Backend
+from emceepee_cli.core.direct import Direct
 from emceepee_cli.core.events import EVENTS_KEPT, Events
 from emceepee_cli.core.heard import Heard
 from emceepee_cli.core.host import HostLink
@@ -79,6 +80,7 @@ class Services:
     heard: Heard
     host: HostLink
     native: Native
+    direct: Direct
     roots: Roots
     runtime: Runtime
     watcher: Watcher
@@ -144,6 +146,7 @@ def build(
     questions.on_waiting(tasks.question_arrived)
     native = Native(backends, host, runtime)
     roots = Roots(defaults, host, runtime, lambda: list(backends.values()))
+    direct = Direct(backends, defaults, host, runtime)
     servers = Servers(
         config,
         journal,
@@ -156,6 +159,7 @@ def build(
         backends=backends,
         native=native,
         roots=roots,
+        direct=direct,
         log_dir=log_dir,
     )
     watcher = Watcher(journal, runtime, tasks, questions, instance_id, defaults.retention_s)
@@ -167,6 +171,7 @@ def build(
         heard=heard,
         host=host,
         native=native,
+        direct=direct,
         roots=roots,
         runtime=runtime,
         watcher=watcher,

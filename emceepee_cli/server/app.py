@@ -123,7 +123,12 @@ async def _roots_changed(ctx: ServerRequestContext[Services], params: types.Noti
 async def _list_tools(
     ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=[tool.as_tool() for tool in TOOLS.values()])
+    own = [tool.as_tool() for tool in TOOLS.values()]
+    direct = ctx.lifespan_context.direct
+    if not direct.any:
+        return types.ListToolsResult(tools=own)
+    await ctx.lifespan_context.native.settled()  # a host lists once at start: show what is coming up
+    return types.ListToolsResult(tools=[*own, *direct.tools()])
 
 
 async def _list_resources(
@@ -221,7 +226,7 @@ async def _dispatch(
 ) -> tuple[types.CallToolResult, bool]:
     """The tool's result, and whether it is our own (False: a backend's, passed through)."""
     try:
-        tool, args = _checked(params)
+        tool, args = _checked(services, params)
         wants_progress = bool(ctx.meta and ctx.meta.get("progress_token") is not None)
         relay = Relay(ctx.session.report_progress) if wants_progress else None
         out = await tool.handler(services, args, Call(relay=relay))
@@ -242,9 +247,14 @@ async def _dispatch(
     return payload_result(out), True
 
 
-def _checked(params: types.CallToolRequestParams) -> tuple[MetaTool, dict[str, Any]]:
-    """The meta-tool called, and its arguments once they match its schema."""
+def _checked(services: Services, params: types.CallToolRequestParams) -> tuple[MetaTool, dict[str, Any]]:
+    """The meta-tool called, and its arguments once they match its schema. A backend tool listed
+    directly (`server__tool`) is an execute_tool call, so it takes exactly the same path."""
     tool = TOOLS.get(params.name)
+    target = services.direct.resolve(params.name) if tool is None else None
+    if target is not None:
+        server, name = target
+        return TOOLS["execute_tool"], {"server": server, "tool": name, "args": params.arguments or {}}
     if tool is None:
         raise NotFound(
             f"emceepee has no tool '{params.name}'. Its tools: {', '.join(TOOLS)}.",
@@ -300,7 +310,7 @@ async def _serve(config: Config, log_dir: Path, db_path: Path | None) -> None:
         if sys.platform != "win32":
             tg.start_soon(_exit_on_signal, tg.cancel_scope, closed)
         async with host_streams() as (read, write):
-            changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=False)
+            changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
             options = server.create_initialization_options(changes)
             await server.run(read, write, options)
         tg.cancel_scope.cancel()

@@ -99,6 +99,9 @@ class Sink:
     async def roots_of(self, backend: Backend) -> types.ListRootsResult:
         return types.ListRootsResult(roots=[])
 
+    def relisted(self, backend: Backend) -> None:
+        self.heard.append(("relisted", backend.name))
+
     def spawned(self, backend: Backend, process: ProcessInfo) -> None:
         self.heard.append(("spawned", str(process.pid)))
 
