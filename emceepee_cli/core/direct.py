@@ -13,6 +13,7 @@ re-lists its tools.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import mcp_types as types
 
@@ -60,6 +61,16 @@ class Direct:
     def names_of(self, server: str) -> dict[str, str]:
         """tool -> exposed name, for one server (list_tools shows the mapping)."""
         return {tool: exposed for exposed, (owner, tool) in self.table().items() if owner == server}
+
+    def annotate(self, backend: Backend, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """list_tools' entries for one backend, each with its name on the host's tools/list; under
+        `expose = "direct"` only names and descriptions (the full listing is there already)."""
+        if not self.exposed(backend):
+            return tools
+        names = self.names_of(backend.name)
+        if self.only_direct(backend):
+            tools = [{"name": t["name"], "description": t["description"]} for t in tools]
+        return [{**t, "direct_name": names[t["name"]]} if t["name"] in names else t for t in tools]
 
     def resolve(self, name: str) -> tuple[str, str] | None:
         return self.table().get(name)

@@ -323,15 +323,8 @@ class Servers:
         return {"servers": groups}
 
     def _tools_of(self, backend: Backend) -> list[dict[str, Any]]:
-        """Its tools, each with the name it has on the host's own tools/list in direct mode; under
-        `expose = "direct"` only that (the full listing is there already)."""
         tools = [tool_json(t) for t in backend.offer.tools.values()]
-        if self.direct is None or not self.direct.exposed(backend):
-            return tools
-        names = self.direct.names_of(backend.name)
-        if self.direct.only_direct(backend):
-            tools = [{"name": t["name"], "description": t["description"]} for t in tools]
-        return [{**t, "direct_name": names[t["name"]]} if t["name"] in names else t for t in tools]
+        return tools if self.direct is None else self.direct.annotate(backend, tools)
 
     async def execute_tool(
         self,
