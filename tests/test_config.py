@@ -434,7 +434,7 @@ def test_an_unknown_field_with_no_close_match_lists_the_known_ones() -> None:
     known = (
         "command, args, env, cwd, url, headers, enabled, protocol, elicitation, sampling, pass_env, "
         "follow_next_tool, max_chain_depth, auto_resume, auto_resume_limit, auto_resume_interval_ms, "
-        "confirm_destructive, tools, confirm"
+        "confirm_destructive, tools, confirm, roots, expose"
     )
     assert problem.endswith(f"unknown field; known: {known}")
 
@@ -559,6 +559,12 @@ def test_a_server_that_is_not_a_table_is_a_problem() -> None:
             "defaults.pass_env",
             "must be variable names or prefixes ending in '*', like LC_* (got 'A B')",
         ),
+        ('expose = "all"', "defaults.expose", "must be one of meta, direct, both (got 'all')"),
+        (
+            'roots = ["/no/such/dir"]',
+            "defaults.roots",
+            "'/no/such/dir' is not a directory; roots must be existing directories",
+        ),
     ],
 )
 def test_a_bad_defaults_value_falls_back_to_the_default_with_a_problem(
@@ -669,3 +675,12 @@ def test_pass_env_is_read_from_the_defaults_and_from_a_server() -> None:
 
     assert config.defaults.pass_env == ("UV_*",) and config.servers["a"].pass_env == ("PIP_INDEX_URL",)
     assert config.problems == ()
+
+
+def test_a_server_root_that_is_not_a_directory_leaves_the_server_out(tmp_path: Path) -> None:
+    write_config(f'[servers.a]\ncommand = "a"\nroots = ["{tmp_path}", "/no/such/dir"]\n')
+
+    config = load_config()
+
+    assert config.servers == {}
+    assert [(p.server, p.field) for p in config.problems] == [("a", "roots")]

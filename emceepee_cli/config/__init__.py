@@ -13,10 +13,13 @@ from emceepee_cli.config.model import (
     Config,
     ConfigProblem,
     Defaults,
+    Expose,
     Policy,
     Protocol,
     ServerSpec,
+    exposure,
     forwarding_policy,
+    root_uris,
 )
 from emceepee_cli.config.write import add_server, discard_server, parse_env_pairs, remove_server
 
@@ -26,16 +29,19 @@ __all__ = [
     "Config",
     "ConfigProblem",
     "Defaults",
+    "Expose",
     "Policy",
     "Protocol",
     "ServerSpec",
     "add_server",
     "check_spec",
     "discard_server",
+    "exposure",
     "forwarding_policy",
     "load_config",
     "parse_env_pairs",
     "parse_server",
     "read_toml",
     "remove_server",
+    "root_uris",
 ]

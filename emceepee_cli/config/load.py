@@ -20,6 +20,7 @@ from emceepee_cli import paths
 from emceepee_cli.config.expand import RefError
 from emceepee_cli.config.globs import glob_problem
 from emceepee_cli.config.model import (
+    EXPOSES,
     POLICIES,
     PROTOCOLS,
     Config,
@@ -120,11 +121,12 @@ def _parse_defaults(raw: object) -> tuple[Defaults, list[ConfigProblem]]:
     problems = [_unknown(None, f"defaults.{key}", known) for key in table if key not in known]
     r, base = _Reader(table, None, "defaults."), Defaults()
     # Each default is a boolean, a positive integer or a policy; its built-in value says which.
+    special = {"roots", "expose", "pass_env"}
     values: dict[str, Any] = {
-        name: _default(r, name, value) for name, value in vars(base).items() if not isinstance(value, tuple)
+        name: _default(r, name, value) for name, value in vars(base).items() if name not in special
     }
     values["pass_env"] = _pass_env(r)
-    defaults = Defaults(**values)
+    defaults = Defaults(**values, roots=_roots(r), expose=r.choice("expose", EXPOSES, base.expose))
     if defaults.task_ttl_ms > defaults.task_ttl_max_ms:
         r.add("task_ttl_ms", f"must not exceed task_ttl_max_ms (got {defaults.task_ttl_ms})")
         defaults = replace(defaults, task_ttl_ms=min(base.task_ttl_ms, defaults.task_ttl_max_ms))
@@ -186,6 +188,8 @@ def parse_server(name: str, raw: object) -> tuple[ServerSpec | None, list[Config
         confirm_destructive=r.optional_boolean("confirm_destructive"),
         tools=_tool_patterns(r),
         confirm=_globs(r, "confirm", r.strings("confirm")),
+        roots=_roots(r),
+        expose=r.choice("expose", EXPOSES),
     )
     _check_shape(table, r)
     problems += r.problems or _ref_problems(spec, None)
@@ -223,6 +227,15 @@ def _globs(r: _Reader, key: str, values: tuple[str, ...]) -> tuple[str, ...]:
         if problem:
             r.add(f"{key}[{i}]", problem)
     return values
+
+
+def _roots(r: _Reader) -> tuple[str, ...]:
+    """The `roots` array; each must be a directory now (a typo would show a backend nothing)."""
+    roots = r.strings("roots")
+    for path in roots:
+        if not Path(os.path.expanduser(path)).is_dir():
+            r.add("roots", f"'{path}' is not a directory; roots must be existing directories")
+    return tuple(p for p in roots if Path(os.path.expanduser(p)).is_dir())
 
 
 def _check_shape(table: Mapping[str, object], r: _Reader) -> None:

@@ -17,9 +17,11 @@ from emceepee_cli.errors import ConfigError, NotFound
 
 Policy = Literal["auto", "forward", "park"]
 Protocol = Literal["legacy", "modern", "auto"]
+Expose = Literal["meta", "direct", "both"]
 
 POLICIES: tuple[str, ...] = ("auto", "forward", "park")
 PROTOCOLS: tuple[str, ...] = ("legacy", "modern", "auto")
+EXPOSES: tuple[str, ...] = ("meta", "direct", "both")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class ServerSpec:
     confirm_destructive: bool | None = None
     tools: dict[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])  # allow, deny
     confirm: tuple[str, ...] = ()
+    roots: tuple[str, ...] = ()  # directories this backend sees as its roots; else the host's
+    expose: Expose | None = None  # else [defaults] expose
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -91,6 +95,9 @@ class Defaults:
     auto_resume_limit: int = 50  # re-issues per call
     auto_resume_interval_ms: int = 1000  # between re-issues
     confirm_destructive: bool = False  # ask before a tool annotated destructiveHint runs
+    roots: tuple[str, ...] = ()  # backends' roots when neither their own nor the host's are given
+    expose: Expose = "meta"  # backend tools on the host's tools/list: meta-tools only, directly, or both
+    direct_name_max: int = 64  # longest `server__tool` name in direct mode (model APIs allow 64)
 
 
 @dataclass(frozen=True)
@@ -138,6 +145,20 @@ def _toml_value(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _toml_value(item) for key, item in value.items()}
     return value
+
+
+def exposure(spec: ServerSpec, defaults: Defaults) -> Expose:
+    """How this server's tools reach the host: its own `expose`, else the default."""
+    return spec.expose or defaults.expose
+
+
+def root_uris(paths: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(file:// URI, name) of each configured root directory, `~` expanded."""
+    out = []
+    for path in paths:
+        resolved = Path(os.path.expanduser(path)).resolve()
+        out.append((resolved.as_uri(), resolved.name or str(resolved)))
+    return out
 
 
 def unknown_server(name: str, known: Mapping[str, object], hint: str) -> NotFound:

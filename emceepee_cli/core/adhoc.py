@@ -64,6 +64,15 @@ class Sink:
             kind, await self.ask(backend.name, kind, params.model_dump(mode="json", exclude_none=True))
         )
 
+    async def roots_of(self, backend: Backend) -> types.ListRootsResult:
+        """A command has no host: the server's own roots from the config, if it has any."""
+        from emceepee_cli.core.roots import configured
+
+        return types.ListRootsResult(roots=configured(backend.spec.roots))
+
+    def relisted(self, backend: Backend) -> None:
+        pass
+
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
         pass
 

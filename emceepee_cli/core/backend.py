@@ -77,6 +77,8 @@ class BackendSink(Protocol):
         kind: str,
         params: types.ElicitRequestParams | types.CreateMessageRequestParams,
     ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData: ...
+    async def roots_of(self, backend: Backend) -> types.ListRootsResult: ...
+    def relisted(self, backend: Backend) -> None: ...
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
 
@@ -211,6 +213,7 @@ class Backend:
                     message_handler=self._on_message,
                     elicitation_callback=self._on_elicit,
                     sampling_callback=self._on_sample,
+                    list_roots_callback=self._on_roots,
                     client_info=types.Implementation(name="emceepee", version=__version__),
                 )
             )
@@ -304,6 +307,9 @@ class Backend:
     ) -> types.CreateMessageResult | types.ErrorData:
         return _answered_as(types.CreateMessageResult, await self.sink.question(self, Kind.SAMPLING, params))
 
+    async def _on_roots(self, context: ClientRequestContext) -> types.ListRootsResult:
+        return await self.sink.roots_of(self)
+
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         data = params.data if isinstance(params.data, str) else repr(params.data)
         self.sink.log(self.name, params.level, f"{params.logger}: {data}" if params.logger else data, "mcp")
@@ -331,6 +337,7 @@ class Backend:
         try:
             with anyio.fail_after(LIST_TIMEOUT_S):
                 await refresh(self.offer, session)
+            self.sink.relisted(self)
         except Exception as exc:  # noqa: BLE001 - a failed refresh keeps the old listing
             self.sink.log(self.name, "warning", f"refreshing the listing failed: {describe(exc)}", "emceepee")
 

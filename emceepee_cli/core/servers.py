@@ -28,11 +28,13 @@ from emceepee_cli.core import patterns, policy, schema, transport, urlauth
 from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
+from emceepee_cli.core.direct import Direct
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.heard import Heard, kept_params
 from emceepee_cli.core.listing import dump, tool_json
 from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
+from emceepee_cli.core.roots import Roots
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.tasks import Outcome, Tasks
 from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
@@ -62,6 +64,8 @@ class Servers:
         *,
         backends: dict[str, Backend],
         native: Native | None = None,
+        roots: Roots | None = None,
+        direct: Direct | None = None,
         log_dir: Path | None = None,
     ) -> None:
         self.config = config
@@ -74,6 +78,8 @@ class Servers:
         self.instance_id = instance_id
         self.backends = backends
         self.native = native  # the host's own lists, told what backends say
+        self.roots = roots
+        self.direct = direct  # backend tools on the host's own tools/list
         self.log_dir = log_dir
         self.changing = anyio.Lock()  # one change of the set of backends at a time (tools, reload)
 
@@ -158,7 +164,20 @@ class Servers:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=exc.message)
         return await self.questions.wait(question)
 
+    async def roots_of(self, backend: Backend) -> types.ListRootsResult:
+        return (
+            types.ListRootsResult(roots=[])
+            if self.roots is None
+            else await self.roots.for_backend(backend.spec)
+        )
+
+    def relisted(self, backend: Backend) -> None:
+        if self.direct is not None:
+            self.direct.changed()
+
     def status_changed(self, backend: Backend, previous: Status) -> None:
+        if self.direct is not None:
+            self.direct.changed()
         if backend.last_error:  # e.g. a missing `cwd`, quoted as expanded: show its ${VAR} form
             backend.last_error = redact(backend.last_error)
         detail = f": {backend.last_error}" if backend.last_error and backend.status != Status.READY else ""
@@ -281,6 +300,8 @@ class Servers:
         backend.stop()
         await backend.wait_for(lambda s: s in (Status.STOPPED, Status.FAILED, Status.DISABLED), STOP_WAIT_S)
         self.backends.pop(name, None)
+        if self.direct is not None:
+            self.direct.changed()
         return backend
 
     # ---- tools -------------------------------------------------------------------------------
@@ -299,11 +320,7 @@ class Servers:
                         "list_servers shows when it is ready; execute_tool waits for it meanwhile."
                     )
             else:
-                group["tools"] = [
-                    tool_json(t)
-                    for t in backend.offer.tools.values()
-                    if policy.visible(backend.spec, t.name)  # denied tools are hidden as well as refused
-                ]
+                group["tools"] = self._tools_of(backend)
             groups.append(group)
         if pattern:  # in a thread, bounded: a pattern that backtracks must not stall the event loop
             listed = [tool for group in groups for tool in group.get("tools", ())]
@@ -315,6 +332,11 @@ class Servers:
                     group["tools"] = [tool for tool in group["tools"] if id(tool) in kept]
             groups = [group for group in groups if group.get("tools") or "error" in group]
         return {"servers": groups}
+
+    def _tools_of(self, backend: Backend) -> list[dict[str, Any]]:
+        # denied tools are hidden as well as refused
+        tools = [tool_json(t) for t in backend.offer.tools.values() if policy.visible(backend.spec, t.name)]
+        return tools if self.direct is None else self.direct.annotate(backend, tools)
 
     async def execute_tool(
         self,

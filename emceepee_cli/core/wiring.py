@@ -20,11 +20,13 @@ import anyio.abc
 from emceepee_cli.config import Config, Defaults, Policy, forwarding_policy
 from emceepee_cli.core import activity, leftovers, sagas
 from emceepee_cli.core.backend import Backend
+from emceepee_cli.core.direct import Direct
 from emceepee_cli.core.events import EVENTS_KEPT, Events
 from emceepee_cli.core.heard import Heard
 from emceepee_cli.core.host import HostLink
 from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
+from emceepee_cli.core.roots import Roots
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.servers import Servers
 from emceepee_cli.core.tasks import Tasks
@@ -79,6 +81,8 @@ class Services:
     heard: Heard
     host: HostLink
     native: Native
+    direct: Direct
+    roots: Roots
     runtime: Runtime
     watcher: Watcher
     journal: AsyncJournal
@@ -142,6 +146,8 @@ def build(
     )
     questions.on_waiting(tasks.question_arrived)
     native = Native(backends, host, runtime)
+    roots = Roots(defaults, host, runtime, lambda: list(backends.values()))
+    direct = Direct(backends, defaults, host, runtime)
     servers = Servers(
         config,
         journal,
@@ -153,6 +159,8 @@ def build(
         instance_id,
         backends=backends,
         native=native,
+        roots=roots,
+        direct=direct,
         log_dir=log_dir,
     )
     watcher = Watcher(journal, runtime, tasks, questions, instance_id, defaults.retention_s)
@@ -164,6 +172,8 @@ def build(
         heard=heard,
         host=host,
         native=native,
+        direct=direct,
+        roots=roots,
         runtime=runtime,
         watcher=watcher,
         journal=journal,

@@ -115,6 +115,9 @@ def build_server(
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_level)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, _initialized)
     server.middleware.append(resume_tokens)  # a task's resume token also where the proposal puts it
+    server.add_notification_handler(
+        "notifications/roots/list_changed", types.NotificationParams, _roots_changed
+    )
     return server
 
 
@@ -123,10 +126,20 @@ async def _initialized(ctx: ServerRequestContext[Services], params: types.Notifi
     _note_host(ctx, ctx.lifespan_context)
 
 
+async def _roots_changed(ctx: ServerRequestContext[Services], params: types.NotificationParams) -> None:
+    """The host's roots changed: backends that see them are told."""
+    ctx.lifespan_context.roots.host_changed()
+
+
 async def _list_tools(
     ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=[tool.as_tool() for tool in TOOLS.values()])
+    own = [tool.as_tool() for tool in TOOLS.values()]
+    direct = ctx.lifespan_context.direct
+    if not direct.any:
+        return types.ListToolsResult(tools=own)
+    await ctx.lifespan_context.native.settled()  # a host lists once at start: show what is coming up
+    return types.ListToolsResult(tools=[*own, *direct.tools()])
 
 
 async def _list_resources(
@@ -224,7 +237,7 @@ async def _dispatch(
 ) -> tuple[types.CallToolResult, bool]:
     """The tool's result, and whether it is our own (False: a backend's, passed through)."""
     try:
-        tool, args = _checked(params)
+        tool, args = _checked(services, params)
         wants_progress = bool(ctx.meta and ctx.meta.get("progress_token") is not None)
         relay = Relay(ctx.session.report_progress) if wants_progress else None
         out = await tool.handler(services, args, Call(relay=relay))
@@ -245,9 +258,14 @@ async def _dispatch(
     return payload_result(out), True
 
 
-def _checked(params: types.CallToolRequestParams) -> tuple[MetaTool, dict[str, Any]]:
-    """The meta-tool called, and its arguments once they match its schema."""
+def _checked(services: Services, params: types.CallToolRequestParams) -> tuple[MetaTool, dict[str, Any]]:
+    """The meta-tool called, and its arguments once they match its schema. A backend tool listed
+    directly (`server__tool`) is an execute_tool call, so it takes exactly the same path."""
     tool = TOOLS.get(params.name)
+    target = services.direct.resolve(params.name) if tool is None else None
+    if target is not None:
+        server, name = target
+        return TOOLS["execute_tool"], {"server": server, "tool": name, "args": params.arguments or {}}
     if tool is None:
         raise NotFound(
             f"emceepee has no tool '{params.name}'. Its tools: {', '.join(TOOLS)}.",
@@ -267,6 +285,7 @@ def _note_host(ctx: ServerRequestContext[Services], services: Services) -> None:
     """Keep the host's connection (to forward questions) and record which host this is, once."""
     info = services.host.note(ctx.session)
     if info is not None:
+        services.roots.host_connected()
         name, version = info.name, info.version
         services.runtime.write(services.journal, Journal.set_host, services.instance_id, name, version)
 
@@ -302,7 +321,7 @@ async def _serve(config: Config, log_dir: Path, db_path: Path | None) -> None:
         if sys.platform != "win32":
             tg.start_soon(_exit_on_signal, tg.cancel_scope, closed)
         async with host_streams() as (read, write):
-            changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=False)
+            changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
             options = server.create_initialization_options(changes)
             await server.run(read, write, options)
         tg.cancel_scope.cancel()

@@ -19,6 +19,8 @@ Start-up and signal behaviour comes from the flags:
     --describe TEXT       give every tool the description TEXT
     --start-when FILE     start (read stdin; or --exit-at-start) only once FILE exists: a slow start
                           the test ends when it chooses
+    --tool NAME           also list a tool named NAME (repeatable; any characters, any length)
+                          that answers "NAME called"
 
 Once initialized, its tools misbehave on request:
 
@@ -80,6 +82,7 @@ listings = 0
 
 out_lock = threading.Lock()
 description: str | None = None  # --describe
+extra_tools: list[str] = []  # --tool
 
 
 def send(message: dict[str, Any]) -> None:
@@ -104,7 +107,9 @@ def text(value: str) -> dict[str, Any]:
 
 
 def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
-    if name == "echo":
+    if name in extra_tools:
+        result(request_id, text(f"{name} called"))
+    elif name == "echo":
         result(request_id, text(str(args.get("text", ""))))
     elif name == "pattern_arg":
         result(request_id, text(str(args.get("s", ""))))
@@ -199,7 +204,7 @@ def handle(message: dict[str, Any], handshake: str) -> None:
         listings += 1
         tools = [
             {"name": name, "inputSchema": {"type": "object", "properties": props}}
-            for name, props in TOOLS.items()
+            for name, props in [*TOOLS.items(), *((name, {}) for name in extra_tools)]
         ]
         if description is not None:
             tools = [{**tool, "description": description} for tool in tools]
@@ -244,7 +249,9 @@ def main() -> None:
     parser.add_argument("--say-env")
     parser.add_argument("--describe")
     parser.add_argument("--start-when")
+    parser.add_argument("--tool", action="append", default=[])
     opts = parser.parse_args()
+    extra_tools.extend(opts.tool)
     global description
     description = opts.describe
     if opts.say is not None:

@@ -96,6 +96,12 @@ class Sink:
     ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
         return types.ErrorData(code=types.INTERNAL_ERROR, message="no questions in this test")
 
+    async def roots_of(self, backend: Backend) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[])
+
+    def relisted(self, backend: Backend) -> None:
+        self.heard.append(("relisted", backend.name))
+
     def spawned(self, backend: Backend, process: ProcessInfo) -> None:
         self.heard.append(("spawned", str(process.pid)))
 
