@@ -193,9 +193,12 @@ class Tasks:
 
     def suspended(self, call: Call) -> bool:
         """Blocked on a question for the client: its own, or one its server asked while several
-        calls ran there, which may be its own (then every such call waits on it)."""
+        calls ran there, which may be its own (then every such call waits on it). A URL parked
+        for later (a -32042 error) blocks no call."""
+        live = self.questions.live
         return any(
-            q.get("task_id") in (None, call.call_id) for q in self.questions.listed(server=call.server)
+            q.get("task_id") in (None, call.call_id) and live[q["request_id"]].blocks_call
+            for q in self.questions.listed(server=call.server)
         )
 
     def question_arrived(self, server: str, task_id: str | None) -> None:
