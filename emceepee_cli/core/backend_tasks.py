@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 POLL_MIN_S = 0.5
 POLL_MAX_S = 5.0
 CANCEL_WAIT_S = 5.0
+CREATE_WAIT_S = 30.0  # for the backend's CreateTaskResult
 
 
 def runs_as_task(backend: Backend, tool: str) -> bool:
@@ -68,11 +69,21 @@ async def call(
     if session.protocol_version:  # over Streamable HTTP every request carries the version header
         opts["headers"] = {MCP_PROTOCOL_VERSION_HEADER: session.protocol_version}
     params = {"name": tool, "arguments": args or {}, "task": {"ttl": int(ttl_s * 1000)}}
-    raw = await dispatcher.send_raw_request("tools/call", params, opts)
+    # The backend creates its task before it answers: a cancel that came now would leave that task
+    # running unseen, so the answer is awaited (bounded) and a cancel lands just after it.
+    with anyio.CancelScope(shield=True), anyio.move_on_after(CREATE_WAIT_S) as waited:
+        raw = await dispatcher.send_raw_request("tools/call", params, opts)
+    if waited.cancelled_caught:
+        raise BackendError(
+            f"Backend '{server}' did not answer the task-augmented tools/call '{tool}' within "
+            f"{CREATE_WAIT_S:g} s (a task should be created at once).",
+            hint=f"This is a fault in '{server}'; emceepee logs show its stderr (get_logs).",
+        )
     task = types.CreateTaskResult.model_validate(raw).task
     log.debug("backend %s: %s runs as task %s", server, tool, task.task_id)
     finished = False
     try:
+        await anyio.lowlevel.checkpoint()  # a cancel that came while the task was created lands here
         async with anyio.create_task_group() as tg:
             tg.start_soon(_poll, session, task, on_status)
             request = types.GetTaskPayloadRequest(
