@@ -150,6 +150,21 @@ async def still_answering(client: Client) -> None:
         await client.send_ping()
 
 
+async def until_ready(client: Client, *servers: str) -> dict[str, list[dict[str, Any]]]:
+    """As a host begins: list emceepee's tools, then each named server's, until it is ready (each
+    listing waits a little for a backend still starting, so this needs no sleep). Returns each
+    server's tools. Bounded by the caller's deadline; a backend that fails stops the wait."""
+    await client.list_tools()
+    tools: dict[str, list[dict[str, Any]]] = {}
+    for server in servers:
+        while server not in tools:
+            (group,) = payload(await client.call_tool("list_tools", {"server": server}))["servers"]
+            assert group["status"] != "failed", group
+            if "tools" in group:
+                tools[server] = group["tools"]
+    return tools
+
+
 class RawHost:
     """A host speaking JSON-RPC lines over the serve process's pipes, so the test owns its pid."""
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from tests.cli.clirun import cli
-from tests.support import Terminal, emceepee, example_table, payload, write_config
+from tests.support import Terminal, emceepee, example_table, payload, until_ready, write_config
 
 
 @pytest.fixture
@@ -31,8 +31,7 @@ def test_tools_json_is_what_the_list_tools_meta_tool_returns(config: Path) -> No
 
     async def meta_tool() -> dict[str, Any]:
         async with emceepee(config) as client:
-            await client.list_tools()
-            await client.call_tool("list_tools", {})  # waits (bounded) for the backends still starting
+            await until_ready(client, "echo")
             return payload(await client.call_tool("list_tools", {"server": "echo", "pattern": "add|slow"}))
 
     expected = anyio.run(meta_tool)

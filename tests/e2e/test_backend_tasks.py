@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.support import example_table, payload, serving, texts, write_config
+from tests.support import example_table, payload, serving, texts, until_ready, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -27,7 +27,7 @@ async def test_a_task_only_tool_completes_as_an_emceepee_task(tmp_path: Path) ->
     async with serving(make_config(tmp_path)) as client:
         with anyio.fail_after(60):
             await client.call_tool("list_servers", {})
-            await client.call_tool("list_tools", {"server": "tasks"})
+            await until_ready(client, "tasks")
             direct = await client.call_tool("execute_tool", research({"topic": "mcp", "polls": 2}, 30_000))
             promoted = payload(
                 await client.call_tool("execute_tool", research({"topic": "tea", "polls": 6}, 0))

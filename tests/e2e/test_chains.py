@@ -20,6 +20,7 @@ from tests.support import (
     serving,
     still_answering,
     texts,
+    until_ready,
     write_config,
 )
 
@@ -56,8 +57,7 @@ async def call(client: Client, server: str, tool: str, args: dict[str, Any], **m
 
 async def started(client: Client) -> None:
     """As a host begins: the tool list, then the servers."""
-    await client.list_tools()
-    await client.call_tool("list_tools", {})
+    await until_ready(client, "chain")
 
 
 async def test_a_three_step_chain_returns_the_last_result_with_its_trace_and_keeps_every_step(

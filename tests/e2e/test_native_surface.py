@@ -11,7 +11,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from tests.support import example_table, serving, texts, write_config
+from tests.support import example_table, serving, texts, until_ready, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -24,8 +24,7 @@ def config(tmp_path: Path) -> Path:
 
 async def ready(client: Client) -> None:
     """As a host does: list tools, then see the servers; wait until the backend is connected."""
-    await client.list_tools()
-    await client.call_tool("list_tools", {"server": "surface"})
+    await until_ready(client, "surface")
 
 
 async def call(client: Client, tool: str, args: dict[str, Any]) -> list[str]:

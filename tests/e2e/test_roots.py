@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
-from tests.support import example_table, payload, serving, still_answering, write_config
+from tests.support import example_table, serving, still_answering, until_ready, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -30,11 +30,6 @@ async def roots_of(client: Client, server: str, tool: str = "list_roots") -> dic
     result = await client.call_tool("execute_tool", {"server": server, "tool": tool, "args": {}})
     assert not result.is_error and result.structured_content is not None, result
     return result.structured_content
-
-
-async def tool_names(client: Client, server: str) -> list[str]:
-    listed = payload(await client.call_tool("list_tools", {"server": server}))
-    return [tool["name"] for tool in listed["servers"][0]["tools"]]
 
 
 async def backend_log_says(log: Path, line: str) -> None:
@@ -55,8 +50,7 @@ async def test_configured_roots_reach_backends_of_a_host_without_roots(tmp_path:
     )
     async with serving(config) as client:
         with anyio.fail_after(60):
-            await client.list_tools()
-            names = await tool_names(client, "own")
+            names = [tool["name"] for tool in (await until_ready(client, "own"))["own"]]
             mine = await roots_of(client, "own")
             theirs = await roots_of(client, "other")
             kept = await roots_of(client, "other", "known_roots")
