@@ -151,10 +151,14 @@ async def still_answering(client: Client) -> None:
 
 
 async def until_ready(client: Client, *servers: str) -> dict[str, list[dict[str, Any]]]:
-    """As a host begins: list emceepee's tools, then each named server's, until it is ready (each
-    listing waits a little for a backend still starting, so this needs no sleep). Returns each
-    server's tools. Bounded by the caller's deadline; a backend that fails stops the wait."""
+    """As a host begins: list emceepee's tools, then each named server's (no names: every server
+    list_servers shows), until it is ready (each listing waits a little for a backend still
+    starting, so this needs no sleep). Returns each server's tools. Bounded by the caller's
+    deadline; a backend that fails stops the wait."""
     await client.list_tools()
+    if not servers:
+        rows = payload(await client.call_tool("list_servers", {}))["servers"]
+        servers = tuple(row["name"] for row in rows)
     tools: dict[str, list[dict[str, Any]]] = {}
     for server in servers:
         while server not in tools:

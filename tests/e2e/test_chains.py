@@ -56,8 +56,8 @@ async def call(client: Client, server: str, tool: str, args: dict[str, Any], **m
 
 
 async def started(client: Client) -> None:
-    """As a host begins: the tool list, then the servers."""
-    await until_ready(client, "chain")
+    """As a host begins: the tool list, then the servers, until every one is ready."""
+    await until_ready(client)
 
 
 async def test_a_three_step_chain_returns_the_last_result_with_its_trace_and_keeps_every_step(

@@ -42,10 +42,10 @@ async def test_a_call_promoted_beside_a_question_on_its_server_says_so(tmp_path:
                 tg.start_soon(one, "First?")
                 tg.start_soon(one, "Second?")
             await still_answering(client)
-    for reply in replies:
+    for reply in replies:  # a question that came while this call ran alone is its own: a saga
         summary = texts(reply)[0]
         assert "is still running" not in summary
-        assert "waits for an answer to a question" in summary and "respond_to_elicitation" in summary
+        assert "for an answer to a question" in summary and "respond_to_elicitation" in summary
 
 
 async def test_a_task_cut_by_a_normal_stop_says_emceepee_stopped_and_why_not_the_backend(
