@@ -78,6 +78,16 @@ CALL_TRANSITIONS: dict[CallState, dict[CallState, str]] = {
 ENDED = (CallState.ANSWERED, CallState.FINISHED)
 
 
+@dataclass(frozen=True)
+class Passed:
+    """A backend's result as the bytes the host gets, unparsed (the fast lane's, core/fastcall.py)."""
+
+    body: bytes
+
+    def model(self) -> types.CallToolResult:
+        return types.CallToolResult.model_validate_json(self.body, by_name=False)
+
+
 @dataclass(eq=False)
 class Call:
     """One backend tool call in flight, promoted or not.
@@ -111,6 +121,8 @@ class Call:
     follow: Any = None  # core/policy.Follow: how its results' suggestions and resume tokens are followed
     token: str | None = None  # a backend's resume token its first request carries
     chain: Any = None  # core/chain.Chain: its steps, once it runs
+    fast: bool = False  # it came by the fast lane: its backend may be called raw (core/fastcall.py)
+    raw: bytes | None = None  # its result as the bytes the host gets, when it was called raw
 
     def __repr__(self) -> str:
         return f"<Call {self.call_id} {self.server}.{self.tool} {self.state}>"

@@ -16,11 +16,15 @@ import sys
 from collections import deque
 from contextlib import suppress
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
 
 from emceepee_cli.core import procs
+
+if TYPE_CHECKING:
+    from emceepee_cli.core.fastwire import Exchanges
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,7 @@ class ProcessInfo:
     stopped_with: str | None = None  # what emceepee did last before it exited, if anything
     exited: anyio.Event = field(default_factory=anyio.Event)  # reaped: `returncode` is known
     closed: anyio.Event = field(default_factory=anyio.Event)  # its stdout ended: the connection is over
+    exchanges: Exchanges | None = None  # raw calls beside the session, for the fast lane (core/fastwire.py)
 
     def describe_exit(self) -> str:
         if self.returncode is None:

@@ -105,12 +105,18 @@ async def call_tool_raw(
     if state is not None:
         params["requestState"] = state
     reply = await session.send_request(RawToolsCall(params=params), RawResult, progress_callback=progress)
+    result, found = read_result(reply)
+    if isinstance(result, types.CallToolResult) and not result.is_error:
+        await session.validate_tool_result(tool, result)
+    return result, found
+
+
+def read_result(reply: RawResult) -> tuple[types.CallToolResult | types.InputRequiredResult, str | None]:
+    """A raw tools/call result as a model, and the resume token it carries (if any)."""
     raw = reply.model_dump(by_alias=True, mode="json", exclude_none=True)
     result = _RESULT.validate_python(raw)
     if isinstance(result, types.InputRequiredResult):
         return result, None
-    if not result.is_error:
-        await session.validate_tool_result(tool, result)
     return result, backend_token(raw)
 
 

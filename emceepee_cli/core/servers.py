@@ -350,7 +350,8 @@ class Servers:
         """The backend's result if it comes within `timeout_ms`; else the task it became. A backend
         still starting is waited for as part of the call, so that wait too becomes a task.
 
-        `follow`: the per-call follow_next_tool, auto_resume and resume_token (core/chain.py)."""
+        `follow`: the per-call follow_next_tool, auto_resume and resume_token (core/chain.py), and
+        whether the call came by the fast lane (`fast`, core/fastcall.py)."""
         backend = self.backend(server)
         policy.refuse_denied(backend.spec, tool)
         if backend.starting:

@@ -16,7 +16,7 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession
 
-from emceepee_cli.core import backend_tasks, resume
+from emceepee_cli.core import backend_tasks, fastcall, resume
 from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.calls import Call, CallState
 from emceepee_cli.core.chain import Step
@@ -96,6 +96,11 @@ class Stepper:
         session: ClientSession,
     ) -> tuple[types.CallToolResult | types.InputRequiredResult, str | None]:
         progress = functools.partial(self.recorder.progress, self.call)
+        if self.call.fast and step.n == 1 and token is None and responses is None and state is None:
+            exchanges = fastcall.exchanges_for(self.backend, step.tool)
+            if exchanges is not None:  # the call's first request, raw (core/fastcall.py)
+                version = session.protocol_version
+                return await fastcall.send(self.call, exchanges, step.tool, step.args, progress, version)
         if backend_tasks.runs_as_task(self.backend, step.tool):  # it refuses a plain call
             ttl_s = self.call.ttl_s
             result = await backend_tasks.call(self.backend, session, step.tool, step.args, ttl_s, progress)

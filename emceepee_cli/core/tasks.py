@@ -29,7 +29,16 @@ from emceepee_cli.config import Defaults
 from emceepee_cli.core import lifetime, policy, resume, sagas, urlauth
 from emceepee_cli.core.answers import already_answered
 from emceepee_cli.core.backend import Backend
-from emceepee_cli.core.calls import Call, CallState, Relay, final_row, journal_warning, outcome, task_row
+from emceepee_cli.core.calls import (
+    Call,
+    CallState,
+    Passed,
+    Relay,
+    final_row,
+    journal_warning,
+    outcome,
+    task_row,
+)
 from emceepee_cli.core.chain import Chain, Step
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.failures import describe
@@ -53,7 +62,8 @@ def _epoch(at: str | None) -> float:
 
 log = logging.getLogger(__name__)
 
-Outcome = types.CallToolResult | dict[str, Any]  # the backend's result, or the task it became
+# the backend's result (as bytes, when it came by the fast lane untouched), or the task it became
+Outcome = types.CallToolResult | Passed | dict[str, Any]
 Check = Callable[[], Awaitable[None]]  # what is checked once the backend is up (the tool, its arguments)
 
 
@@ -100,10 +110,11 @@ class Tasks:
         follow_next_tool: bool | None = None,
         auto_resume: bool | None = None,
         resume_token: str | None = None,
+        fast: bool = False,
     ) -> Outcome:
         """The call, in serve's task group. With `check`, the backend is still starting: the call
         first waits for it (as part of the call, so past `timeout_ms` it is a task), then runs
-        `check`, then calls the tool."""
+        `check`, then calls the tool. `fast`: the backend may be called raw (core/fastcall.py)."""
         if resume_token is not None and resume.ours(resume_token):
             return await self.by_token(backend, tool, args, resume_token, timeout_ms, relay)
         if resume_token is not None and sagas.unseal(self.install_key, resume_token.strip()) is not None:
@@ -115,6 +126,7 @@ class Tasks:
         call.awaiting_backend = check is not None
         call.follow = policy.follow(backend.spec, self.defaults, follow_next_tool, auto_resume)
         call.token = resume_token
+        call.fast = fast
         self.calls[call.call_id] = call
         self.runtime.spawn(self._run, call, backend, None, None, check, name=f"call {call.call_id}")
         wait_ms = self.defaults.timeout_ms if timeout_ms is None else timeout_ms
@@ -130,6 +142,8 @@ class Tasks:
         if call.ended:  # in time (a chain with several results is journaled as a task, yet answered)
             if call.error is not None:
                 raise call.error
+            if call.raw is not None:
+                return Passed(call.raw)
             assert call.result is not None
             return call.result
         await self.recorder.promote(call)
@@ -267,6 +281,11 @@ class Tasks:
 
     async def _end(self, call: Call) -> None:
         """Wake the waiters, journal the end of a promoted call (bounded), and forget it."""
+        if call.raw is not None and call.promoted:  # never journal the stand-in of a raw result
+            call.result = Passed(call.raw).model()
+            call.raw = None
+            if call.chain is not None and call.chain.steps:
+                call.chain.steps[0].result, call.chain.steps[0].dirty = call.result, True
         if call.end() == CallState.FINISHED:
             if call.chain is not None:
                 with anyio.move_on_after(JOURNAL_WAIT_S):

@@ -39,6 +39,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from emceepee_cli.core import procs
+from emceepee_cli.core.fastwire import Exchanges
 from emceepee_cli.core.lines import Lines, Piece, top_level
 from emceepee_cli.core.logfile import LogFile
 from emceepee_cli.core.process import STOP_BOUND_S, ExitProtocol, ProcessInfo, stop, watch_exit
@@ -177,6 +178,7 @@ class _Pipes:
         self.write_stream, self.from_session = anyio.create_memory_object_stream[SessionMessage](0)
         self.stdin_lock = anyio.Lock()
         self.stderr_done = anyio.Event()
+        self.exchanges = info.exchanges = Exchanges(self.write_raw)  # the fast lane's raw calls
 
     def close(self) -> None:
         for stream in (self.read_stream, self.write_stream, self.to_session, self.from_session):
@@ -195,14 +197,15 @@ class _Pipes:
                         if piece is Piece.HEAD:
                             if not await self._oversized(data):
                                 return  # an answer nobody can be told about: end the connection
-                        elif data.strip():
+                        elif data.strip() and not await self.exchanges.deliver(data):
                             await self.to_session.send(_parse(data))
                 for _, data in lines.end():
-                    if data.strip():
+                    if data.strip() and not await self.exchanges.deliver(data):
                         await self.to_session.send(_parse(data))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass  # the session went away first; shutdown drains the rest
         finally:
+            self.exchanges.close()
             self.info.closed.set()
 
     async def _oversized(self, head: bytes) -> bool:
@@ -212,7 +215,10 @@ class _Pipes:
         request_id, method = fields.get("id"), fields.get("method")
         if method is None and _valid_id(request_id):
             message = f"the backend's answer was over {limit}, the most emceepee reads as one message"
-            await self.to_session.send(_error(request_id, message))
+            error = _error(request_id, message)
+            line = error.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+            if not await self.exchanges.deliver(line):  # a fast call's answer fails that call
+                await self.to_session.send(error)
             self.report(f"{message}: request {request_id!r} failed; the rest of the answer was skipped")
             return True
         if isinstance(method, str):
@@ -227,10 +233,14 @@ class _Pipes:
         return False
 
     async def write(self, message: SessionMessage) -> None:
-        assert self.process.stdin is not None
         data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        await self.write_raw(data.encode())
+
+    async def write_raw(self, data: bytes) -> None:
+        """One whole line to the backend's stdin (a broken pipe raises OSError)."""
+        assert self.process.stdin is not None
         async with self.stdin_lock:
-            self.process.stdin.write(data.encode())
+            self.process.stdin.write(data)
             await self.process.stdin.drain()
 
     async def pump_stdin(self) -> None:

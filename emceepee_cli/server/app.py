@@ -31,13 +31,14 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from emceepee_cli import __version__, paths
 from emceepee_cli.config import Config, ConfigProblem, Defaults, load_config
 from emceepee_cli.core import schema, wiring
-from emceepee_cli.core.calls import Relay
+from emceepee_cli.core.calls import Passed, Relay
 from emceepee_cli.core.wiring import Services
 from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import new_id
 from emceepee_cli.redact import RedactingFormatter
 from emceepee_cli.server import diagrams, reload
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
+from emceepee_cli.server.fastlane import FastLane
 from emceepee_cli.server.meta_tools import TOOLS, Call, MetaTool
 from emceepee_cli.server.resume_wire import resume_tokens
 from emceepee_cli.server.stdio import host_streams
@@ -64,6 +65,7 @@ def build_server(
     on_closed: Callable[[], None] | None = None,
     db_path: Path | None = None,
     follow_config: bool = False,
+    fast_lane: FastLane | None = None,
 ) -> Server[Services]:
     """The low-level MCP server; its lifespan owns the journal, the services and every backend task.
 
@@ -81,10 +83,14 @@ def build_server(
                     await services.start(inherited)
                     following = reload.follow(services, config.path) if follow_config else None
                     why = "it was told to stop"  # a signal: see _exit_on_signal
+                    if fast_lane is not None:
+                        fast_lane.attach(services)
                     try:
                         yield services
                         why = "the host closed its connection"
                     finally:
+                        if fast_lane is not None:
+                            fast_lane.attach(None)
                         if following is not None:
                             following.cancel()
                         services.stop(why)
@@ -228,50 +234,55 @@ async def _call_tool(
 ) -> types.CallToolResult:
     services = ctx.lifespan_context
     _note_host(ctx, services)
-    result, own = await _dispatch(ctx, services, params)
+    wants_progress = bool(ctx.meta and ctx.meta.get("progress_token") is not None)
+    relay = Relay(ctx.session.report_progress) if wants_progress else None
+    result, own = await dispatch(services, params.name, params.arguments, Call(relay=relay))
+    if isinstance(result, Passed):
+        result = result.model()
     return with_envelope(result, services.events.take(), services.questions.for_client(), own=own)
 
 
-async def _dispatch(
-    ctx: ServerRequestContext[Services], services: Services, params: types.CallToolRequestParams
-) -> tuple[types.CallToolResult, bool]:
-    """The tool's result, and whether it is our own (False: a backend's, passed through)."""
+async def dispatch(
+    services: Services, name: str, arguments: dict[str, Any] | None, call: Call
+) -> tuple[types.CallToolResult | Passed, bool]:
+    """The tool's result, and whether it is our own (False: a backend's, passed through). The
+    fast lane (server/fastlane.py) calls this too, so both lanes answer alike."""
     try:
-        tool, args = _checked(services, params)
-        wants_progress = bool(ctx.meta and ctx.meta.get("progress_token") is not None)
-        relay = Relay(ctx.session.report_progress) if wants_progress else None
-        out = await tool.handler(services, args, Call(relay=relay))
+        tool, args = _checked(services, name, arguments)
+        out = await tool.handler(services, args, call)
     except EmceepeeError as exc:
         return error_result(exc), True
     except Exception as exc:  # a bug must not crash the proxy or leak a traceback upstream
-        log.exception("meta-tool %s failed", params.name)
+        log.exception("meta-tool %s failed", name)
         return error_result(
             EmceepeeError(
-                f"emceepee failed inside {params.name}: {exc.__class__.__name__}: {exc}",
+                f"emceepee failed inside {name}: {exc.__class__.__name__}: {exc}",
                 hint="This is a bug in emceepee; its stderr log has the traceback.",
             )
         ), True
-    if isinstance(out, types.CallToolResult):
+    if isinstance(out, types.CallToolResult | Passed):
         return out, False
     if isinstance(out, Reply):
         return payload_result(out.payload, out.summary), True
     return payload_result(out), True
 
 
-def _checked(services: Services, params: types.CallToolRequestParams) -> tuple[MetaTool, dict[str, Any]]:
+def _checked(
+    services: Services, name: str, arguments: dict[str, Any] | None
+) -> tuple[MetaTool, dict[str, Any]]:
     """The meta-tool called, and its arguments once they match its schema. A backend tool listed
     directly (`server__tool`) is an execute_tool call, so it takes exactly the same path."""
-    tool = TOOLS.get(params.name)
-    target = services.direct.resolve(params.name) if tool is None else None
+    tool = TOOLS.get(name)
+    target = services.direct.resolve(name) if tool is None else None
     if target is not None:
-        server, name = target
-        return TOOLS["execute_tool"], {"server": server, "tool": name, "args": params.arguments or {}}
+        server, backend_tool = target
+        return TOOLS["execute_tool"], {"server": server, "tool": backend_tool, "args": arguments or {}}
     if tool is None:
         raise NotFound(
-            f"emceepee has no tool '{params.name}'. Its tools: {', '.join(TOOLS)}.",
+            f"emceepee has no tool '{name}'. Its tools: {', '.join(TOOLS)}.",
             hint="To call a backend's tool, use execute_tool(server, tool, args).",
         )
-    args = params.arguments or {}
+    args = arguments or {}
     wrong = schema.problems(args, tool.input_schema, root="arguments")
     if wrong:
         raise UsageError(
@@ -316,11 +327,14 @@ def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = N
 
 async def _serve(config: Config, log_dir: Path, db_path: Path | None) -> None:
     closed = anyio.Event()
-    server = build_server(config, log_dir, on_closed=closed.set, db_path=db_path, follow_config=True)
+    lane = FastLane(dispatch)
+    server = build_server(
+        config, log_dir, on_closed=closed.set, db_path=db_path, follow_config=True, fast_lane=lane
+    )
     async with anyio.create_task_group() as tg:
         if sys.platform != "win32":
             tg.start_soon(_exit_on_signal, tg.cancel_scope, closed)
-        async with host_streams() as (read, write):
+        async with host_streams(lane) as (read, write):
             changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
             options = server.create_initialization_options(changes)
             await server.run(read, write, options)

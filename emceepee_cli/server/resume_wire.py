@@ -24,11 +24,13 @@ async def resume_tokens(ctx: ServerRequestContext[Any, Any], call_next: CallNext
     if ctx.method != "tools/call" or not isinstance(ctx.params, dict):
         return await call_next(ctx)
     out = await call_next(_token_as_argument(ctx))
-    if isinstance(out, dict):
-        token = working_token(out.get("structuredContent"))
-        if token is not None:
-            out = {**out, NEXT_TOKEN: token}
-    return out
+    return with_next_token(out) if isinstance(out, dict) else out
+
+
+def with_next_token(result: dict[str, Any]) -> dict[str, Any]:
+    """A wire-form tools/call result, with the token of the working task it shows at its top level."""
+    token = working_token(result.get("structuredContent"))
+    return result if token is None else {**result, NEXT_TOKEN: token}
 
 
 def working_token(structured: Any) -> str | None:

@@ -31,7 +31,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -51,6 +51,16 @@ WriteStream = anyio.abc.ObjectSendStream[SessionMessage]
 RequestId = int | str
 
 
+class LineTaker(Protocol):
+    """Something that may answer a request line itself, before the SDK server sees it (the fast lane)."""
+
+    def take(self, raw: bytes, wire: HostWire) -> bool: ...
+    def cancelled(self, request_id: RequestId) -> None: ...
+
+
+TAKEN_MARK = b'"tools/call"'  # only lines holding it are offered to the taker
+
+
 @dataclass
 class _Batch:
     """The replies to one batch, held until every request in it has been answered."""
@@ -60,10 +70,10 @@ class _Batch:
 
 
 @asynccontextmanager
-async def host_streams() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+async def host_streams(taker: LineTaker | None = None) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """The server's streams over this process's stdin and stdout."""
     wire_in, wire_out = _claim_std_fds()
-    wire = HostWire(wire_out)
+    wire = HostWire(wire_out, taker)
     to_server, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_server = anyio.create_memory_object_stream[SessionMessage](0)
     async with anyio.create_task_group() as tg:
@@ -78,8 +88,9 @@ async def host_streams() -> AsyncIterator[tuple[ReadStream, WriteStream]]:
 class HostWire:
     """What one connection's lines mean: routing in, replies out, batches, the negotiated version."""
 
-    def __init__(self, out_fd: int) -> None:
+    def __init__(self, out_fd: int, taker: LineTaker | None = None) -> None:
         self.out_fd = out_fd
+        self.taker = taker
         self.protocol: str | None = None  # from our answer to `initialize`
         self.broken = False
         self._lock = anyio.Lock()
@@ -93,6 +104,8 @@ class HostWire:
     ) -> None:
         """Route one line from the host: to the server, or back to the host as an error."""
         if not raw.strip():
+            return
+        if self.taker is not None and TAKEN_MARK in raw and self.taker.take(raw, self):
             return
         try:
             message = types.jsonrpc_message_adapter.validate_json(raw, by_name=False)
@@ -163,6 +176,8 @@ class HostWire:
             cancelled = (message.params or {}).get("requestId")
             if isinstance(cancelled, int | str) and cancelled in self._batches:
                 self._batches.pop(cancelled).waiting.discard(cancelled)
+            if isinstance(cancelled, int | str) and self.taker is not None:
+                self.taker.cancelled(cancelled)
 
     # ---- out ------------------------------------------------------------------------------
 
@@ -186,12 +201,19 @@ class HostWire:
     async def send_error(self, request_id: RequestId | None, code: int, message: str) -> None:
         await self._write(_dump(_error(request_id, message, code)))
 
+    async def send_line(self, line: bytes) -> None:
+        """One whole message, already serialized (the fast lane's)."""
+        await self._write_bytes(line + b"\n")
+
     async def _write(self, line: str) -> None:
+        await self._write_bytes((line + "\n").encode())
+
+    async def _write_bytes(self, data: bytes) -> None:
         async with self._lock:
             if self.broken:
                 return
             try:
-                await anyio.to_thread.run_sync(_write_all, self.out_fd, (line + "\n").encode())
+                await anyio.to_thread.run_sync(_write_all, self.out_fd, data)
             except OSError as exc:  # the host closed its end; stdin's EOF follows and ends serve
                 self.broken = True
                 log.warning("cannot write to the host (%s); dropping replies until stdin closes", exc)

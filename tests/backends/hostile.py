@@ -21,6 +21,7 @@ Start-up and signal behaviour comes from the flags:
                           the test ends when it chooses
     --tool NAME           also list a tool named NAME (repeatable; any characters, any length)
                           that answers "NAME called"
+    --compact             write JSON without spaces, in the SDK's key order (jsonrpc, id, result)
 
 Once initialized, its tools misbehave on request:
 
@@ -42,6 +43,11 @@ Once initialized, its tools misbehave on request:
                           string; "no_tool": an object without `tool`) or huge ("huge": echo with
                           a 1 MiB argument)
     endless()             "again", with a fresh nextResumeToken every time: it never ends
+    request_id()          the JSON-RPC id of this call, as JSON text (which lane sent it)
+    shaped(kind)          a result of one shape: "meta" (structuredContent, _meta, isError),
+                          "canonical" (the same, in the member order the SDK writes),
+                          "error" (a JSON-RPC error with data), "extra" (an unknown member),
+                          "image" (an image block), "chain" (a _meta.nextTool)
 
 Everything diagnostic goes to stderr; stdout is the protocol wire.
 """
@@ -75,6 +81,30 @@ TOOLS: dict[str, dict[str, Any]] = {
     "rpc_error": {"code": {"type": "integer"}, "message": {"type": "string"}},
     "suggest": {"kind": {"type": "string"}},
     "endless": {},
+    "request_id": {},
+    "shaped": {"kind": {"type": "string"}},
+}
+
+SHAPES: dict[str, dict[str, Any]] = {
+    "meta": {
+        "content": [{"type": "text", "text": "with meta \u00e9"}],
+        "structuredContent": {"n": 1.5, "list": [1, "two", None], "nested": {"a": True}},
+        "isError": False,
+        "_meta": {"example.com/k": "v"},
+    },
+    "canonical": {
+        "_meta": {"example.com/k": "v"},
+        "content": [{"text": "in the SDK's order é", "type": "text"}],
+        "isError": False,
+        "structuredContent": {"z": 1.0, "a": [True, None]},
+    },
+    "extra": {"content": [{"type": "text", "text": "extra"}], "isError": False, "unknownMember": 1},
+    "image": {"content": [{"type": "image", "data": "aGk=", "mimeType": "image/png"}], "isError": False},
+    "chain": {
+        "content": [{"type": "text", "text": "next"}],
+        "isError": False,
+        "_meta": {"nextTool": {"name": "echo", "arguments": {"text": "x"}}},
+    },
 }
 endless_calls = 0
 
@@ -83,10 +113,11 @@ listings = 0
 out_lock = threading.Lock()
 description: str | None = None  # --describe
 extra_tools: list[str] = []  # --tool
+separators: tuple[str, str] | None = None  # --compact
 
 
 def send(message: dict[str, Any]) -> None:
-    data = (json.dumps(message) + "\n").encode()
+    data = (json.dumps(message, separators=separators, ensure_ascii=separators is None) + "\n").encode()
     with out_lock:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
@@ -147,6 +178,13 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
         os._exit(int(args.get("code", 1)))
     elif name == "listings":
         result(request_id, text(str(listings)))
+    elif name == "request_id":
+        result(request_id, text(json.dumps(request_id)))
+    elif name == "shaped" and args.get("kind") == "error":
+        error = {"code": -32001, "message": "shaped failure", "data": {"why": "asked"}}
+        send({"jsonrpc": "2.0", "id": request_id, "error": error})
+    elif name == "shaped":
+        result(request_id, SHAPES[str(args.get("kind"))])
     elif name == "stderr_lines":
         line = b"hostile: a line of stderr to fill the log " + b"z" * 60 + b"\n"
         for _ in range(int(float(args.get("mb", 1)) * 1024 * 1024) // len(line)):
@@ -250,10 +288,12 @@ def main() -> None:
     parser.add_argument("--describe")
     parser.add_argument("--start-when")
     parser.add_argument("--tool", action="append", default=[])
+    parser.add_argument("--compact", action="store_true")
     opts = parser.parse_args()
     extra_tools.extend(opts.tool)
-    global description
+    global description, separators
     description = opts.describe
+    separators = (",", ":") if opts.compact else None
     if opts.say is not None:
         sys.stderr.write(f"hostile: {opts.say}\n")
     if opts.say_env is not None:

@@ -3,7 +3,7 @@
 Each group module (`servers`, `tasks`, `resources`, `questions`, `heard`) lists its tools in its
 own `Group`. A handler takes the validated arguments, calls one
 method of the services and returns either a JSON payload (our own answer) or a `CallToolResult`
-(a backend's answer, passed through).
+(a backend's answer, passed through; as `Passed` bytes when it came by the fast lane).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 
 import mcp_types as types
 
-from emceepee_cli.core.calls import Relay
+from emceepee_cli.core.calls import Passed, Relay
 from emceepee_cli.core.wiring import Services
 from emceepee_cli.server.envelope import Reply
 
-Payload = dict[str, Any] | Reply | types.CallToolResult
+Payload = dict[str, Any] | Reply | types.CallToolResult | Passed
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Call:
     """What a handler may use of the upstream request besides its arguments."""
 
     relay: Relay | None = None  # set when the host asked for progress (sent a progressToken)
+    fast: bool = False  # it came by the fast lane (server/fastlane.py): a backend may be called raw
 
 
 Handler = Callable[[Services, dict[str, Any], Call], Awaitable[Payload]]

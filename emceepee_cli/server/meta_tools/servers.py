@@ -132,7 +132,13 @@ async def list_tools(services: Services, args: dict[str, Any], call: Call) -> Pa
 async def execute_tool(services: Services, args: dict[str, Any], call: Call) -> Payload:
     follow = {k: args[k] for k in ("follow_next_tool", "auto_resume", "resume_token") if k in args}
     out = await services.servers.execute_tool(
-        args["server"], args["tool"], args.get("args"), args.get("timeout_ms"), call.relay, **follow
+        args["server"],
+        args["tool"],
+        args.get("args"),
+        args.get("timeout_ms"),
+        call.relay,
+        fast=call.fast,
+        **follow,
     )
     if isinstance(out, dict):
         task = out["proxy_task"]

@@ -1,0 +1,150 @@
+"""One request of a step, sent raw: the fast lane's backend side, without SDK models on the way.
+
+A call that came by the fast lane (`Call.fast`) runs in `Tasks` exactly as any other: the same
+chain, policy, approvals, promotion, questions, progress, cancellation, TTL and journaling. Only
+its first request differs, when the backend allows it (a ready stdio backend spoken to in the
+handshake era, a listed tool with no output schema and no task execution): `Stepper` writes the
+`tools/call` line itself through `core/fastwire.py` and gets the answer's bytes back.
+
+What comes back is then kept one of two ways:
+- `Call.raw`: for a result of the plain shape (text blocks, `isError`, object
+  `structuredContent` and `_meta`) of a call not promoted, that suggests nothing more, the bytes
+  the slow path would write for it — the backend's own when they already are exactly those (an
+  SDK backend's), else the same members re-serialized in the slow path's order and manner. The
+  chain gets a stand-in result with no content: nothing follows from it.
+- else the result as the slow path reads it, for the chain to follow, resume or journal.
+A JSON-RPC error, a malformed answer, a dying backend or a broken pipe fail through
+`Backend.request` (the caller's), so their errors read exactly as on the slow path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+import pydantic_core
+from mcp import MCPError
+from mcp.client.session import (  # how the session reads a result, for the same errors
+    _clamp_inbound_ttl,  # pyright: ignore[reportPrivateUsage]
+    _later_revision_fields,  # pyright: ignore[reportPrivateUsage]
+)
+from mcp_types import methods
+
+from emceepee_cli.core import resume
+from emceepee_cli.core.backend import Backend, Status
+from emceepee_cli.core.calls import Call
+from emceepee_cli.core.chain import suggests_more
+from emceepee_cli.core.fastwire import Answer, Exchanges
+
+# The slow path writes a result's members in this order, and a text block's as (text, type).
+CANONICAL_KEYS = frozenset(("_meta", "content", "isError", "structuredContent"))
+
+LEGACY = "2025-11-25"  # the session's own fallback when no version was negotiated
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+Sent = tuple[types.CallToolResult | types.InputRequiredResult, str | None]
+
+
+def exchanges_for(backend: Backend, tool: str) -> Exchanges | None:
+    """The raw channel to call `tool` on, if nothing the slow path does on the way is needed: a
+    ready stdio backend in the handshake era, a listed tool without an output schema (checked by
+    the session) or task execution."""
+    process = backend.process
+    if backend.status != Status.READY or process is None or backend.spec.protocol != "legacy":
+        return None
+    exchanges = process.exchanges
+    if exchanges is None or exchanges.closed:
+        return None
+    listed = backend.offer.tools.get(tool)
+    if listed is None or listed.output_schema is not None or getattr(listed, "execution", None) is not None:
+        return None
+    return exchanges
+
+
+async def send(
+    call: Call, exchanges: Exchanges, tool: str, args: Any, progress: ProgressFn, version: str | None
+) -> Sent:
+    """One raw `tools/call`; its result as `Stepper._send` returns one (see the module's doc)."""
+    answer = await exchanges.call(tool, args, progress)
+    body, result = read(answer)
+    if not isinstance(result, dict):
+        raise TypeError("the answer's result is not a JSON object")
+    if not call.promoted and not suggests_more(result):
+        call.raw = canonical(result, body)
+        if call.raw is not None:
+            stand_in = types.CallToolResult.model_construct(content=[], is_error=result.get("isError", False))
+            return stand_in, None
+    return resume.read_result(as_session_reads(result, version or LEGACY))
+
+
+def as_session_reads(result: dict[str, Any], version: str) -> resume.RawResult:
+    """The result as `ClientSession.send_request` reads one (mcp/client/session.py), so its errors
+    read the same: checked against the negotiated revision, a later revision's fields dropped."""
+    raw = dict(result)
+    _clamp_inbound_ttl(raw)
+    with contextlib.suppress(KeyError):  # a revision that does not list the method: not checked
+        methods.validate_server_result("tools/call", version, raw)
+    foreign = _later_revision_fields("tools/call", version)
+    if not foreign.isdisjoint(raw):
+        raw = {key: value for key, value in raw.items() if key not in foreign}
+    return resume.RawResult.model_validate(raw, by_name=False)
+
+
+def read(answer: Answer) -> tuple[bytes | None, Any]:
+    """The answer's result: its bytes (when they can be cut out whole) and its value.
+
+    A JSON-RPC error raises MCPError, as the session would; a line that is not one answer raises
+    ValueError (the slow path's "an answer emceepee cannot use").
+    """
+    if answer.doc is None:
+        head = len(b'{"jsonrpc":"2.0","id":"') + len(answer.request_id) + len(b'","result":')
+        line = answer.line.rstrip(b" \t\r\n")
+        if line[head - len(b'"result":') : head] == b'"result":' and line.endswith(b"}"):
+            body = line[head:-1]
+            try:
+                return body, json.loads(body)  # one whole value: the line had no other member
+            except ValueError:
+                pass
+    doc = answer.doc if answer.doc is not None else json.loads(answer.line)
+    if not isinstance(doc, dict):
+        raise TypeError("the answer is not a JSON object")
+    if isinstance(doc.get("error"), dict):
+        error = types.ErrorData.model_validate(doc["error"], by_name=False)
+        raise MCPError(code=error.code, message=error.message, data=error.data)
+    if "result" not in doc:
+        raise ValueError("the answer has neither a result nor an error")
+    return None, doc["result"]
+
+
+def canonical(result: dict[str, Any], body: bytes | None) -> bytes | None:
+    """The bytes the slow path would write for a result of the plain shape (text blocks, `isError`,
+    object `structuredContent` and `_meta`): its members in the slow path's order, serialized as
+    it serializes. The backend's own bytes when they already are exactly that (an SDK backend's);
+    None for any other shape."""
+    if not result.keys() <= CANONICAL_KEYS:
+        return None
+    content, is_error = result.get("content"), result.get("isError", False)
+    if not isinstance(content, list) or not isinstance(is_error, bool):
+        return None
+    if not all(isinstance(result.get(key, {}), dict) for key in ("structuredContent", "_meta")):
+        return None
+    blocks = []
+    for block in content:
+        if not (isinstance(block, dict) and block.keys() == {"type", "text"} and block["type"] == "text"):
+            return None
+        if not isinstance(block["text"], str):
+            return None
+        blocks.append({"text": block["text"], "type": "text"})
+    if body is not None and (b"NaN" in body or b"Infinity" in body):
+        return None  # json reads these; the slow path's parser refuses them
+    shaped: dict[str, Any] = {"_meta": result["_meta"]} if "_meta" in result else {}
+    shaped["content"], shaped["isError"] = blocks, is_error  # the slow path always writes isError
+    if "structuredContent" in result:
+        shaped["structuredContent"] = result["structuredContent"]
+    try:
+        out = pydantic_core.to_json(shaped)
+    except (ValueError, UnicodeError):  # e.g. a lone surrogate: the model path decides as the slow path does
+        return None
+    return body if body is not None and out == body else out

@@ -1,0 +1,173 @@
+"""The fast lane: plain tool calls answered beside the SDK server, without its models.
+
+The host wire (server/stdio.py) offers every line holding a `tools/call` to `FastLane.take`
+before parsing it. The lane takes a line only when it is plain: a handshake-era host already
+known (it made a tool call the slow way, so it is noted), one `tools/call` request of
+`execute_tool` or of a backend tool listed directly (`server__tool`), with `_meta` no more than
+a `progressToken`. On any doubt the line goes the slow way, to the answer it always got.
+
+A taken line runs through the very code the slow path runs (`app.dispatch`: the meta-tool's
+checks, `execute_tool`, its chain, policy, approvals, promotion, questions, progress,
+cancellation, TTL and journaling); the call is only marked `fast`, so its backend may be called
+raw (core/fastcall.py). What comes back is written as the SDK server would write it: the
+backend's result bytes with the host's id when they came raw and nothing is to be added, else
+the same result (with its envelope blocks) serialized as the SDK does. A host's
+`notifications/cancelled` cancels it as the SDK cancels a handler: no answer is written.
+
+`EMCEEPEE_FAST_LANE=0` in serve's environment turns the lane off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp_types import methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from emceepee_cli.core.calls import Passed, Relay
+from emceepee_cli.core.wiring import Services
+from emceepee_cli.server.envelope import with_envelope
+from emceepee_cli.server.meta_tools import TOOLS, Call
+from emceepee_cli.server.resume_wire import with_next_token
+from emceepee_cli.server.stdio import HostWire, RequestId
+
+log = logging.getLogger(__name__)
+
+Dispatch = Callable[
+    [Services, str, dict[str, Any] | None, Call], Awaitable[tuple[types.CallToolResult | Passed, bool]]
+]
+
+
+class FastLane:
+    def __init__(self, dispatch: Dispatch, enabled: bool | None = None) -> None:
+        self.dispatch = dispatch  # server/app.py's, which the slow path runs too
+        self.enabled = os.environ.get("EMCEEPEE_FAST_LANE", "1") != "0" if enabled is None else enabled
+        self.services: Services | None = None
+        self._running: dict[RequestId, anyio.CancelScope] = {}
+
+    def __repr__(self) -> str:
+        return f"<FastLane enabled={self.enabled} running={len(self._running)}>"
+
+    def attach(self, services: Services | None) -> None:
+        """serve's parts, while they run (None once they stop)."""
+        self.services = services
+
+    def take(self, raw: bytes, wire: HostWire) -> bool:
+        """Answer this line on the fast lane (True), or leave it to the slow way (False)."""
+        try:
+            return self._take(raw, wire)
+        except Exception:  # the wire must go on whatever the lane trips on: the slow way answers
+            log.exception("the fast lane failed on a line; it goes the slow way")
+            return False
+
+    def _take(self, raw: bytes, wire: HostWire) -> bool:
+        services = self.services
+        if not self.enabled or services is None or not services.host.named:
+            return False
+        if wire.protocol is None or wire.protocol in MODERN_PROTOCOL_VERSIONS:
+            return False
+        try:
+            doc = json.loads(raw)
+        except (ValueError, RecursionError):  # the slow way names what is wrong with it
+            return False
+        plan = _plan(services, doc)
+        if plan is None or plan[0] in self._running:
+            return False
+        request_id = plan[0]
+        scope = self._running[request_id] = anyio.CancelScope()
+        services.runtime.spawn(self._serve, services, plan, wire, scope, name=f"fast {request_id!r}")
+        return True
+
+    def cancelled(self, request_id: RequestId) -> None:
+        """The host cancelled a request; if it is ours, stop it as the SDK stops a handler."""
+        scope = self._running.get(request_id)
+        if scope is not None:
+            scope.cancel()
+
+    async def _serve(self, services: Services, plan: _Plan, wire: HostWire, scope: anyio.CancelScope) -> None:
+        request_id, name, arguments, progress_token = plan
+        try:
+            with scope:
+                relay = None
+                if progress_token is not None:
+                    relay = Relay(_progress_sender(wire, progress_token))
+                result, own = await self.dispatch(services, name, arguments, Call(relay=relay, fast=True))
+                line = _reply(services, wire, request_id, result, own)
+                await wire.send_line(line)
+        finally:
+            self._running.pop(request_id, None)
+
+
+_Plan = tuple[RequestId, str, dict[str, Any] | None, str | int | None]
+
+
+def _plan(services: Services, doc: Any) -> _Plan | None:
+    """What a line asks, if the fast lane may take it; None sends it the slow way."""
+    if not isinstance(doc, dict) or doc.keys() != {"jsonrpc", "id", "method", "params"}:
+        return None
+    request_id, params = doc["id"], doc["params"]
+    if doc["jsonrpc"] != "2.0" or doc["method"] != "tools/call" or not _valid_id(request_id):
+        return None
+    if not isinstance(params, dict) or not params.keys() <= {"name", "arguments", "_meta"}:
+        return None
+    name, arguments, meta = params.get("name"), params.get("arguments"), params.get("_meta", {})
+    if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
+        return None
+    if not isinstance(meta, dict) or not meta.keys() <= {"progressToken"}:
+        return None
+    token = meta.get("progressToken")
+    if token is not None and not _valid_id(token):
+        return None
+    if name != "execute_tool" and (name in TOOLS or services.direct.resolve(name) is None):
+        return None
+    return request_id, name, arguments, token
+
+
+def _reply(
+    services: Services,
+    wire: HostWire,
+    request_id: RequestId,
+    result: types.CallToolResult | Passed,
+    own: bool,
+) -> bytes:
+    """The whole answer line, as the SDK server writes it for the slow path's result."""
+    events, pending = services.events.take(), services.questions.for_client()
+    if isinstance(result, Passed):
+        if not events and not pending:
+            return (
+                b'{"jsonrpc":"2.0","id":'
+                + json.dumps(request_id).encode()
+                + b',"result":'
+                + result.body
+                + b"}"
+            )
+        result = result.model()
+    reply = with_envelope(result, events, pending, own=own)
+    dumped = reply.model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert wire.protocol is not None
+    shaped = with_next_token(methods.serialize_server_result("tools/call", wire.protocol, dumped))
+    message = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=shaped)
+    return message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+
+
+def _progress_sender(wire: HostWire, token: str | int) -> Any:
+    async def send(progress: float, total: float | None = None, message: str | None = None) -> None:
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        note = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params=params)
+        await wire.send_line(note.model_dump_json(by_alias=True, exclude_unset=True).encode())
+
+    return send
+
+
+def _valid_id(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

@@ -1,0 +1,265 @@
+"""The fast lane over the real `emceepee serve`: the host cannot tell it from the slow path.
+
+Each test speaks raw JSON-RPC lines (so it sees the exact bytes, and every progress
+notification), calls list_servers first as hosts do, and proves the lane was taken: the
+hostile backend's `request_id` tool shows the id the backend received, `ee-fast-N` on the fast
+lane, an integer from the SDK session on the slow one (`EMCEEPEE_FAST_LANE=0`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+
+from tests.support import alive, example_table, hostile_table, serve_command, write_config
+
+pytestmark = pytest.mark.anyio
+
+BOUND_S = 30.0
+
+
+class Host:
+    """A host on serve's pipes that keeps every line, so replies and notifications can be checked."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        self.buffer = b""
+        self.next_id = 0
+        self.lines: list[bytes] = []  # read but not yet claimed by a reply
+
+    async def write(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(json.dumps(message).encode() + b"\n")
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        self.next_id += 1
+        await self.write({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        return self.next_id
+
+    async def reply(self, request_id: Any) -> bytes:
+        """The raw line answering `request_id` (other lines are kept in `lines`)."""
+        while True:
+            for i, line in enumerate(self.lines):
+                if json.loads(line).get("id") == request_id:
+                    return self.lines.pop(i)
+            assert self.process.stdout is not None
+            while b"\n" not in self.buffer:
+                self.buffer += await self.process.stdout.receive()
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            self.lines.append(line)
+
+    async def tool(self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None) -> bytes:
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if meta is not None:
+            params["_meta"] = meta
+        return await self.reply(await self.request("tools/call", params))
+
+    async def result(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        message = json.loads(await self.tool(name, arguments))
+        result: dict[str, Any] = message["result"]
+        return result
+
+    async def execute(self, server: str, tool: str, args: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        return await self.result("execute_tool", {"server": server, "tool": tool, "args": args, **extra})
+
+    async def start(self) -> None:
+        """Initialize, then list_servers (as hosts do) until every backend is ready."""
+        init = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        }
+        await self.reply(await self.request("initialize", init))
+        await self.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        while True:
+            servers = (await self.result("list_servers", {}))["structuredContent"]["servers"]
+            if all(s["status"] == "ready" for s in servers):
+                break
+            await anyio.sleep(0.05)
+        await self.result("await_activity", {"timeout_ms": 0})  # the start-up events, delivered
+
+
+@asynccontextmanager
+async def serving_raw(config: Path, fast: bool = True) -> AsyncIterator[Host]:
+    env = {**os.environ, "EMCEEPEE_FAST_LANE": "1" if fast else "0"}
+    with (config.parent / f"serve-{fast}.stderr").open("w") as errors:
+        process = await anyio.open_process(serve_command(config), env=env, stderr=errors)
+        try:
+            host = Host(process)
+            with anyio.fail_after(BOUND_S):
+                await host.start()
+            yield host
+        finally:
+            if process.stdin is not None:
+                await process.stdin.aclose()
+            with anyio.fail_after(BOUND_S):
+                await process.wait()
+            await process.aclose()
+
+
+async def logged(log: Path, line: str, times: int) -> None:
+    """Until the backend has written `line` to its log `times` times (the caller bounds the wait)."""
+    while (log.read_text() if log.exists() else "").count(line) < times:  # noqa: ASYNC110 - another process writes it
+        await anyio.sleep(0.02)
+
+
+def lane_of(result: dict[str, Any]) -> str:
+    received = json.loads(result["content"][0]["text"])
+    return "fast" if isinstance(received, str) and received.startswith("ee-fast-") else "slow"
+
+
+def result_bytes(line: bytes) -> bytes:
+    """What follows the id: the part of a reply the backend's answer decides."""
+    _, sep, rest = line.partition(b',"result":')
+    if not sep:
+        _, sep, rest = line.partition(b',"error":')
+    assert sep, line
+    return sep + rest
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    log = str(tmp_path / "backend.log")
+    return write_config(
+        tmp_path / "config.toml",
+        hostile_table("raw", "--compact"),
+        hostile_table("spaced"),
+        example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": log}),
+        example_table("elicit", "elicit.py"),
+    )
+
+
+CASES = [
+    ("raw", "echo", {"text": 'plain é \\ " \n'}),
+    ("raw", "shaped", {"kind": "meta"}),
+    ("raw", "shaped", {"kind": "canonical"}),
+    ("raw", "shaped", {"kind": "extra"}),
+    ("raw", "shaped", {"kind": "image"}),
+    ("raw", "shaped", {"kind": "error"}),
+    ("raw", "shaped", {"kind": "chain"}),
+    ("raw", "malformed", {}),
+    ("spaced", "echo", {"text": "spaced"}),
+    ("spaced", "shaped", {"kind": "meta"}),
+    ("spaced", "shaped", {"kind": "error"}),
+    ("echo", "echo", {"text": "from the SDK"}),
+    ("echo", "fail", {"message": "a tool error"}),
+]
+
+
+async def test_results_are_byte_identical_to_the_slow_path(config: Path) -> None:
+    replies: dict[bool, list[bytes]] = {}
+    for fast in (True, False):
+        async with serving_raw(config, fast) as host:
+            with anyio.fail_after(BOUND_S):
+                assert lane_of(await host.execute("raw", "request_id", {})) == ("fast" if fast else "slow")
+                assert lane_of(await host.execute("spaced", "request_id", {})) == ("fast" if fast else "slow")
+                replies[fast] = []
+                for server, tool, args in CASES:
+                    line = await host.tool("execute_tool", {"server": server, "tool": tool, "args": args})
+                    replies[fast].append(result_bytes(line))
+    for (server, tool, args), fast, slow in zip(CASES, replies[True], replies[False], strict=True):
+        assert fast == slow, (server, tool, args)
+    shown = [json.loads(b"{" + r.lstrip(b",")) for r in replies[True]]
+    assert shown[1]["result"]["_meta"] == {"example.com/k": "v"}
+    assert shown[1]["result"]["structuredContent"]["list"] == [1, "two", None]
+    assert shown[2]["result"]["structuredContent"] == {"z": 1.0, "a": [True, None]}
+    failure = shown[5]["result"]
+    assert failure["isError"] and "error -32001: shaped failure" in failure["content"][0]["text"]
+    assert shown[6]["result"]["_meta"]["nextTool"]["name"] == "echo"
+    assert shown[12]["result"]["isError"] is True
+
+
+async def test_ids_are_never_mixed_up_under_200_concurrent_calls(config: Path) -> None:
+    async with serving_raw(config) as host:
+        with anyio.fail_after(BOUND_S * 2):
+            assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
+            sent = {}
+            for n in range(200):
+                server = ("raw", "spaced", "echo")[n % 3]
+                args = {"server": server, "tool": "echo", "args": {"text": f"call {n}"}}
+                sent[await host.request("tools/call", {"name": "execute_tool", "arguments": args})] = n
+            for request_id, n in sent.items():
+                result = json.loads(await host.reply(request_id))["result"]
+                assert not result.get("isError"), result
+                assert result["content"][0]["text"] == f"call {n}"
+            assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
+
+
+async def test_progress_reaches_the_host_during_a_fast_call(config: Path) -> None:
+    async with serving_raw(config) as host:
+        with anyio.fail_after(BOUND_S):
+            assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
+            args = {"server": "echo", "tool": "slow", "args": {"seconds": 0.5, "steps": 5}}
+            line = await host.tool("execute_tool", args, meta={"progressToken": "tok-1"})
+            assert json.loads(line)["result"]["content"][0]["text"] == "slept 0.5 s"
+            notes = [json.loads(x) for x in host.lines]
+            progress = [n["params"] for n in notes if n.get("method") == "notifications/progress"]
+            assert [p["progressToken"] for p in progress] == ["tok-1"] * len(progress)
+            assert [p["progress"] for p in progress][-5:] == [1, 2, 3, 4, 5]
+            assert progress[-1]["message"] == "step 5/5"
+
+
+async def test_a_question_during_a_fast_call_makes_it_a_task_that_the_answer_completes(config: Path) -> None:
+    async with serving_raw(config) as host:
+        with anyio.fail_after(BOUND_S):
+            assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
+            promoted = (await host.execute("elicit", "ask", {}))["structuredContent"]
+            task_id = promoted["proxy_task"]["task_id"]
+            [question] = promoted["pending_client_action"]["elicitations"]
+            assert question["task_id"] == task_id
+            answer = {"request_id": question["request_id"], "action": "accept", "content": {"name": "Ada"}}
+            await host.result("respond_to_elicitation", answer)
+            result = await host.result("get_task_result", {"task_id": task_id})
+            assert result["content"][0]["text"] == "hello Ada"
+
+
+async def test_a_host_cancel_and_cancel_task_reach_the_backend(config: Path, tmp_path: Path) -> None:
+    log = tmp_path / "backend.log"
+    async with serving_raw(config) as host:
+        with anyio.fail_after(BOUND_S):
+            assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
+            args = {"server": "echo", "tool": "slow", "args": {"seconds": 30, "steps": 30}}
+            request_id = await host.request("tools/call", {"name": "execute_tool", "arguments": args})
+            await logged(log, "started slow", 1)
+            await host.write(
+                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+            )
+            await logged(log, "cancelled slow", 1)
+            promoted = await host.execute("echo", "slow", {"seconds": 30, "steps": 30}, timeout_ms=100)
+            task_id = promoted["structuredContent"]["proxy_task"]["task_id"]
+            cancelled = await host.result("cancel_task", {"task_id": task_id})
+            assert cancelled["structuredContent"]["task"]["status"] == "cancelled"
+            await logged(log, "cancelled slow", 2)
+            assert (await host.execute("echo", "echo", {"text": "still here"}))["content"][0][
+                "text"
+            ] == "still here"
+            assert all(
+                json.loads(x).get("id") != request_id for x in host.lines
+            )  # a cancelled request: no reply
+
+
+async def test_a_backend_dying_mid_call_fails_the_call_with_its_exit_and_restarts(config: Path) -> None:
+    async with serving_raw(config) as host:
+        with anyio.fail_after(BOUND_S):
+            assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
+            pid = int((await host.execute("raw", "pid", {}))["content"][0]["text"])
+            died = await host.execute("raw", "die", {"code": 3})
+            assert died["isError"] is True
+            text = died["content"][0]["text"]
+            assert "Backend 'raw' exited during tools/call 'die'" in text and "exit code 3" in text, text
+            assert "hostile: dying on request" in text
+            while True:
+                servers = (await host.result("list_servers", {}))["structuredContent"]["servers"]
+                if next(s for s in servers if s["name"] == "raw")["status"] == "ready":
+                    break
+                await anyio.sleep(0.05)
+            assert not alive(pid)
+            assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
