@@ -10,6 +10,7 @@ is measured is the proxy, not the backend):
 - proxy     a plain proxy on the SDK (`--proxy`, a few dozen lines below): a low-level `Server`
             with one `execute_tool` tool that forwards to a `ClientSession` per backend;
 - emceepee  `emceepee serve` (a throwaway EMCEEPEE_HOME, so nothing of yours is read or written);
+- slow lane the same with EMCEEPEE_FAST_LANE=0: every call through the SDK models.
 
 Calls are interleaved across the sides, so machine load hits them alike; ratios to direct in
 one run are what to read. Each figure is printed with how it grows with the work (calls,
@@ -497,17 +498,19 @@ async def payloads(raws: list[RawClient], sizes: tuple[int, ...]) -> dict[int, d
 
 
 def hot_sides(home: Path, backend: Path, tag: str) -> dict[str, tuple[list[str], dict[str, str] | None]]:
-    """The three sides' commands (and environments), each in front of `backend`."""
-    argv, env = emceepee_argv(home / f"{tag}-emceepee", 2, f"{tag}emceepee", backend)
+    """The four sides' commands (and environments), each in front of `backend`."""
+    argv, env = emceepee_argv(home / f"{tag}-fast", 2, f"{tag}fast", backend)
+    slow_argv, slow_env = emceepee_argv(home / f"{tag}-slow", 2, f"{tag}slow", backend)
     return {
         "direct": ([sys.executable, str(backend)], None),
         "proxy": (proxy_argv(2, tag, backend), None),
         "emceepee": (argv, env),
+        "slow lane": (slow_argv, {**slow_env, "EMCEEPEE_FAST_LANE": "0"}),
     }
 
 
 async def measure(args: argparse.Namespace, home: Path, errlog: TextIO) -> None:
-    names = ["direct", "proxy", "emceepee"]
+    names = ["direct", "proxy", "emceepee", "slow lane"]
     async with AsyncExitStack() as stack:
         sides = [
             Side(name, await stack.enter_async_context(client_for(argv, errlog, env)), name, name != "direct")

@@ -47,7 +47,8 @@ Once initialized, its tools misbehave on request:
     shaped(kind)          a result of one shape: "meta" (structuredContent, _meta, isError),
                           "canonical" (the same, in the member order the SDK writes),
                           "error" (a JSON-RPC error with data), "extra" (an unknown member),
-                          "image" (an image block), "chain" (a _meta.nextTool)
+                          "image" (an image block), "chain" (a malformed _meta.nextTool),
+                          "followed" (a _meta.nextTool to echo "followed")
 
 Everything diagnostic goes to stderr; stdout is the protocol wire.
 """
@@ -104,6 +105,11 @@ SHAPES: dict[str, dict[str, Any]] = {
         "content": [{"type": "text", "text": "next"}],
         "isError": False,
         "_meta": {"nextTool": {"name": "echo", "arguments": {"text": "x"}}},
+    },
+    "followed": {
+        "content": [{"type": "text", "text": "first"}],
+        "isError": False,
+        "_meta": {"nextTool": {"tool": "echo", "arguments": {"text": "followed"}}},
     },
 }
 endless_calls = 0

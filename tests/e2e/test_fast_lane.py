@@ -263,3 +263,42 @@ async def test_a_backend_dying_mid_call_fails_the_call_with_its_exit_and_restart
                 await anyio.sleep(0.05)
             assert not alive(pid)
             assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
+
+
+async def test_a_suggested_next_tool_is_followed_and_a_slow_call_keeps_its_whole_result(config: Path) -> None:
+    async with serving_raw(config) as host:
+        with anyio.fail_after(BOUND_S):
+            assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
+            chained = await host.execute("raw", "shaped", {"kind": "followed"})
+            promoted = await host.execute("raw", "slow", {"seconds": 0.5}, timeout_ms=0)
+            task_id = promoted["structuredContent"]["proxy_task"]["task_id"]
+            done = await host.result("get_task_result", {"task_id": task_id, "timeout_ms": 20_000})
+    assert chained["content"][0]["text"] == "followed"
+    steps = json.loads(chained["content"][1]["text"])["tool_chain"]["steps"]
+    assert [(s["tool"], s["outcome"], s["text"]) for s in steps] == [
+        ("shaped", "ok", "first"),
+        ("echo", "ok", "followed"),
+    ]
+    assert done["content"][0]["text"] == "done" and not done.get("isError")
+
+
+async def test_deny_rules_approvals_and_direct_names_hold_on_the_fast_lane(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "config.toml",
+        '[defaults]\nexpose = "both"\n',
+        hostile_table("guard", "--compact", tools={"deny": ["pid"]}, confirm=["echo"]),
+    )
+    async with serving_raw(config) as host:
+        with anyio.fail_after(BOUND_S):
+            assert lane_of(await host.execute("guard", "request_id", {})) == "fast"
+            assert lane_of(await host.result("guard__request_id", {})) == "fast"
+            denied = await host.execute("guard", "pid", {})
+            asked = (await host.execute("guard", "echo", {"text": "hi"}))["structuredContent"]
+            [step] = asked["saga"]["steps"]
+            answer = {"request_id": step["step_id"], "action": "decline"}
+            await host.result("respond_to_elicitation", answer)
+            task_id = asked["proxy_task"]["task_id"]
+            declined = await host.result("get_task_result", {"task_id": task_id, "timeout_ms": 20_000})
+    assert denied["isError"] and "tools.deny" in denied["content"][0]["text"]
+    assert step["purpose"] == "approval" and step["approval"]["tool"] == "echo"
+    assert declined["structuredContent"]["called"] is False
