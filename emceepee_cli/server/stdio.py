@@ -18,8 +18,11 @@ Blank lines are ignored. Nothing the host sends ends the process: only stdin's E
 Lifecycle: `host_streams()` takes private copies of fd 0 and 1 for the wire and points fd 0 at
 the null device and fd 1 at stderr (as `stdio_server` does), so a stray print cannot corrupt the
 protocol; then a reader and a writer task run beside the server until stdin's EOF closes the
-read stream. Reads happen in a worker thread, which cannot be interrupted; `app` exits through
-`os._exit` on a signal for that reason.
+read stream. A pipe or a socket (what a host gives) is read and written on the event loop,
+made non-blocking (the descriptions are serve's alone once fd 0 and 1 point elsewhere); a
+terminal or a file is read and written in a worker thread, which cannot be interrupted (`app`
+exits through `os._exit` on a signal for that reason), and is never made non-blocking, so the
+terminal a person ran serve in is left as it was.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -73,11 +77,11 @@ class _Batch:
 async def host_streams(taker: LineTaker | None = None) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """The server's streams over this process's stdin and stdout."""
     wire_in, wire_out = _claim_std_fds()
-    wire = HostWire(wire_out, taker)
+    wire = HostWire(wire_out, taker, on_loop=_on_loop(wire_out))
     to_server, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_server = anyio.create_memory_object_stream[SessionMessage](0)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_pump_in, wire_in, wire, to_server)
+        tg.start_soon(_pump_in, wire_in, wire, to_server, _on_loop(wire_in))
         tg.start_soon(_pump_out, from_server, wire)
         try:
             yield read_stream, write_stream
@@ -88,9 +92,10 @@ async def host_streams(taker: LineTaker | None = None) -> AsyncIterator[tuple[Re
 class HostWire:
     """What one connection's lines mean: routing in, replies out, batches, the negotiated version."""
 
-    def __init__(self, out_fd: int, taker: LineTaker | None = None) -> None:
+    def __init__(self, out_fd: int, taker: LineTaker | None = None, on_loop: bool = False) -> None:
         self.out_fd = out_fd
         self.taker = taker
+        self.on_loop = on_loop  # a non-blocking pipe or socket: written on the event loop
         self.protocol: str | None = None  # from our answer to `initialize`
         self.broken = False
         self._lock = anyio.Lock()
@@ -213,20 +218,26 @@ class HostWire:
             if self.broken:
                 return
             try:
-                await anyio.to_thread.run_sync(_write_all, self.out_fd, data)
+                if self.on_loop:
+                    await _write_on_loop(self.out_fd, data)
+                else:
+                    await anyio.to_thread.run_sync(_write_all, self.out_fd, data)
             except OSError as exc:  # the host closed its end; stdin's EOF follows and ends serve
                 self.broken = True
                 log.warning("cannot write to the host (%s); dropping replies until stdin closes", exc)
 
 
 async def _pump_in(
-    fd: int, wire: HostWire, to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
+    fd: int,
+    wire: HostWire,
+    to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception],
+    on_loop: bool = False,
 ) -> None:
     """Read stdin in bounded chunks, cut it into lines, hand each to the wire; close at EOF."""
     async with to_server:
         buffer = bytearray()
         skipping = False  # inside a line that grew past MAX_LINE_BYTES, until its newline
-        while chunk := await _read(fd):
+        while chunk := await _read(fd, on_loop):
             start = 0
             while (end := chunk.find(b"\n", start)) >= 0:
                 if not skipping:
@@ -250,9 +261,15 @@ async def _pump_out(from_server: anyio.abc.ObjectReceiveStream[SessionMessage], 
             await wire.outgoing(session_message.message)
 
 
-async def _read(fd: int) -> bytes:
+async def _read(fd: int, on_loop: bool) -> bytes:
     try:
-        return await anyio.to_thread.run_sync(os.read, fd, READ_CHUNK_BYTES, abandon_on_cancel=True)
+        if not on_loop:
+            return await anyio.to_thread.run_sync(os.read, fd, READ_CHUNK_BYTES, abandon_on_cancel=True)
+        while True:
+            try:
+                return os.read(fd, READ_CHUNK_BYTES)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)
     except OSError as exc:
         log.warning("cannot read from the host (%s); treating it as end of input", exc)
         return b""
@@ -262,6 +279,30 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+async def _write_on_loop(fd: int, data: bytes) -> None:
+    """All of `data` to a non-blocking fd, waiting on the loop while the host is not reading."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            await anyio.wait_writable(fd)
+
+
+def _on_loop(fd: int) -> bool:
+    """Make a pipe or socket non-blocking for the event loop; False (left alone) for anything else."""
+    if sys.platform == "win32":
+        return False
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+            return False
+        os.set_blocking(fd, False)
+    except OSError:
+        return False
+    return True
 
 
 def _claim_std_fds() -> tuple[int, int]:
