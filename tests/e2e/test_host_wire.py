@@ -227,3 +227,32 @@ async def test_a_2025_03_26_batch_gets_one_array_with_every_reply(config: Path) 
                 },
             ]
             await normal_calls_work(host)
+
+
+async def test_a_file_as_stdin_and_stdout_is_served_to_its_end(config: Path, tmp_path: Path) -> None:
+    """Files are read and written in a worker thread (pipes and sockets on the loop): the same
+    answers, and serve ends at the file's end."""
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "f", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+    ]
+    given, got = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    given.write_text("".join(json.dumps(r) + "\n" for r in requests) + "not json\n")
+    with given.open("rb") as stdin, got.open("wb") as stdout:
+        with anyio.fail_after(60):
+            process = await anyio.run_process(serve_command(config), stdin=stdin, stdout=stdout, check=False)
+    answers = {a.get("id"): a for a in map(json.loads, got.read_text().splitlines())}
+    assert process.returncode == 0
+    assert sorted(answers, key=str) == [1, 2, None]
+    assert "execute_tool" in {tool["name"] for tool in answers[2]["result"]["tools"]}
+    assert answers[None]["error"]["code"] == PARSE_ERROR
