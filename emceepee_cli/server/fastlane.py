@@ -97,8 +97,15 @@ class FastLane:
                 relay = None
                 if progress_token is not None:
                     relay = Relay(_progress_sender(wire, progress_token))
-                result, own = await self.dispatch(services, name, arguments, Call(relay=relay, fast=True))
-                line = _reply(services, wire, request_id, result, own)
+                try:
+                    result, own = await self.dispatch(services, name, arguments, Call(relay=relay, fast=True))
+                    line = _reply(services, wire, request_id, result, own)
+                except Exception:  # the host must get an answer whatever went wrong here
+                    log.exception("the fast lane failed to answer request %r", request_id)
+                    await wire.send_error(
+                        request_id, types.INTERNAL_ERROR, "emceepee failed inside tools/call"
+                    )
+                    return
                 await wire.send_line(line)
         finally:
             self._running.pop(request_id, None)
