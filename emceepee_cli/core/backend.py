@@ -34,6 +34,7 @@ from emceepee_cli import __version__
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.core import connect, listing, transport, urlauth
 from emceepee_cli.core.failures import answered_with_error, brief, closed, closest, describe, leaves
+from emceepee_cli.core.starts import StartSlots
 from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound
 from emceepee_cli.store.records import Kind
 
@@ -84,9 +85,17 @@ class BackendSink(Protocol):
 
 
 class Backend:
-    def __init__(self, spec: ServerSpec, sink: BackendSink, log_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        spec: ServerSpec,
+        sink: BackendSink,
+        log_dir: Path | None = None,
+        starts: StartSlots | None = None,
+    ) -> None:
         self.spec = spec
         self.sink = sink
+        self.starts = starts  # how many backends boot at once (core/starts.py); None: no limit
+        self._wanted = anyio.Event()  # someone waits for it to start: it does not queue for a slot
         self.log_path = log_dir / f"{spec.name}.log" if log_dir else None
         self.status = Status.STARTING if spec.enabled else Status.DISABLED
         self.last_error: str | None = None
@@ -171,10 +180,13 @@ class Backend:
         if self.status == Status.READY and not self._stop.is_set():
             self._set_status(Status.RESTARTING)
 
-    async def wait_for(self, done: Callable[[Status], bool], timeout_s: float) -> None:
-        """Wait (bounded) until the status satisfies `done`."""
+    async def wait_for(self, done: Callable[[Status], bool], timeout_s: float, want: bool = False) -> None:
+        """Wait (bounded) until the status satisfies `done`. `want`: the waiter needs this backend
+        itself, so its start does not queue behind the others (core/starts.py)."""
         if done(self.status):
             return  # the common case, on every call: no cancel scope needed
+        if want:
+            self._wanted.set()
         with anyio.move_on_after(timeout_s):
             while not done(self.status):
                 await self._changed.wait()
@@ -184,9 +196,10 @@ class Backend:
         """Starting or restarting, and its last start did not fail: worth waiting for."""
         return self.status in WAITING and not self._start_failed
 
-    async def wait_ready(self, timeout_s: float) -> None:
-        """Wait (bounded) while the backend is starting or restarting, unless its last start failed."""
-        await self.wait_for(lambda status: status not in WAITING or self._start_failed, timeout_s)
+    async def wait_ready(self, timeout_s: float, want: bool = True) -> None:
+        """Wait (bounded) while the backend is starting or restarting, unless its last start failed.
+        `want` (the default): the waiter needs this one, not every backend (see `wait_for`)."""
+        await self.wait_for(lambda status: status not in WAITING or self._start_failed, timeout_s, want)
 
     def _set_status(self, status: Status) -> None:
         previous, self.status = self.status, status
@@ -204,6 +217,9 @@ class Backend:
         self._lost = anyio.Event()
         self.process = None
         async with AsyncExitStack() as stack:
+            if self.starts is not None:
+                await self.starts.take(self, self._wanted)
+                stack.callback(self.starts.release, self)
             read, write = await stack.enter_async_context(self._open_transport())
             self.dispatcher = JSONRPCDispatcher(read, write)
             session = await stack.enter_async_context(
@@ -224,6 +240,8 @@ class Backend:
                     self.offer = await listing.list_offer(session)
                 self.session = session
                 ready_at.append(anyio.current_time())
+                if self.starts is not None:
+                    self.starts.release(self)
                 self._set_status(Status.READY)
                 await first_of(self._stop, self._lost)
                 if self._lost.is_set():

@@ -49,7 +49,7 @@ class Native:
         """Wait (bounded) for backends still starting, so a host asking at once sees their offer."""
         with anyio.move_on_after(READY_WAIT_S):
             for backend in list(self.backends.values()):
-                await backend.wait_ready(READY_WAIT_S)
+                await backend.wait_ready(READY_WAIT_S, want=False)
 
     # ---- prompts ------------------------------------------------------------------------
 

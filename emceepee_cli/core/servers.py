@@ -36,6 +36,7 @@ from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.roots import Roots
 from emceepee_cli.core.runtime import Runtime
+from emceepee_cli.core.starts import StartSlots
 from emceepee_cli.core.tasks import Outcome, Tasks
 from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
 from emceepee_cli.redact import redact, redact_data
@@ -76,6 +77,7 @@ class Servers:
         self.tasks = tasks
         self.runtime = runtime
         self.instance_id = instance_id
+        self.starts = StartSlots()  # how many backends boot at once
         self.backends = backends
         self.native = native  # the host's own lists, told what backends say
         self.roots = roots
@@ -94,7 +96,7 @@ class Servers:
     def _start(self, spec: ServerSpec) -> Backend:
         if self.config.defaults.pass_env:  # every backend's, then its own
             spec = replace(spec, pass_env=(*self.config.defaults.pass_env, *spec.pass_env))
-        backend = Backend(spec, self, self.log_dir)
+        backend = Backend(spec, self, self.log_dir, self.starts)
         self.backends[spec.name] = backend
         self.runtime.spawn(backend.run, name=f"backend {spec.name}")
         return backend
@@ -224,7 +226,7 @@ class Servers:
         chosen = [self.backend(server)] if server else list(self.backends.values())
         with anyio.move_on_after(wait_s):
             for backend in chosen:
-                await backend.wait_ready(READY_WAIT_S)
+                await backend.wait_ready(READY_WAIT_S, want=server is not None)
         return chosen
 
     # ---- servers -------------------------------------------------------------------------
