@@ -26,7 +26,7 @@ from typing import Any
 
 import mcp_types as types
 import pydantic_core
-from mcp import MCPError
+from mcp import ClientSession, MCPError
 from mcp.client.session import (  # how the session reads a result, for the same errors
     _clamp_inbound_ttl,  # pyright: ignore[reportPrivateUsage]
     _later_revision_fields,  # pyright: ignore[reportPrivateUsage]
@@ -49,8 +49,7 @@ Sent = tuple[types.CallToolResult | types.InputRequiredResult, str | None]
 
 def exchanges_for(backend: Backend, tool: str) -> Exchanges | None:
     """The raw channel to call `tool` on, if nothing the slow path does on the way is needed: a
-    ready stdio backend in the handshake era, a listed tool without an output schema (checked by
-    the session) or task execution."""
+    ready stdio backend in the handshake era, a listed tool without task execution."""
     process = backend.process
     if backend.status != Status.READY or process is None or backend.spec.protocol != "legacy":
         return None
@@ -58,25 +57,40 @@ def exchanges_for(backend: Backend, tool: str) -> Exchanges | None:
     if exchanges is None or exchanges.closed:
         return None
     listed = backend.offer.tools.get(tool)
-    if listed is None or listed.output_schema is not None or getattr(listed, "execution", None) is not None:
+    if listed is None or getattr(listed, "execution", None) is not None:
         return None
     return exchanges
 
 
 async def send(
-    call: Call, exchanges: Exchanges, tool: str, args: Any, progress: ProgressFn, version: str | None
+    call: Call, exchanges: Exchanges, session: ClientSession, tool: str, args: Any, progress: ProgressFn
 ) -> Sent:
-    """One raw `tools/call`; its result as `Stepper._send` returns one (see the module's doc)."""
+    """One raw `tools/call`; its result as `Stepper._send` returns one (see the module's doc). A
+    tool's output schema is checked by the session's own `validate_tool_result`, as on the slow
+    path, so a result that fails it fails the call with the same error."""
     answer = await exchanges.call(tool, args, progress)
     body, result = read(answer)
     if not isinstance(result, dict):
         raise TypeError("the answer's result is not a JSON object")
-    if not call.promoted and not suggests_more(result):
-        call.raw = canonical(result, body)
-        if call.raw is not None:
-            stand_in = types.CallToolResult.model_construct(content=[], is_error=result.get("isError", False))
-            return stand_in, None
-    return resume.read_result(as_session_reads(result, version or LEGACY))
+    raw = canonical(result, body) if not call.promoted and not suggests_more(result) else None
+    if raw is not None:
+        is_error = result.get("isError", False)
+        if not is_error and _has_output_schema(session, tool):
+            await session.validate_tool_result(
+                tool, types.CallToolResult.model_validate(result, by_name=False)
+            )
+        call.raw = raw
+        return types.CallToolResult.model_construct(content=[], is_error=is_error), None
+    read_back, token = resume.read_result(as_session_reads(result, session.protocol_version or LEGACY))
+    if isinstance(read_back, types.CallToolResult) and not read_back.is_error:
+        await session.validate_tool_result(tool, read_back)
+    return read_back, token
+
+
+def _has_output_schema(session: ClientSession, tool: str) -> bool:
+    """The session checks this tool's results (unknown to it: it relists, as the slow path does)."""
+    schemas = session._tool_output_schemas  # pyright: ignore[reportPrivateUsage]
+    return tool not in schemas or schemas[tool] is not None
 
 
 def as_session_reads(result: dict[str, Any], version: str) -> resume.RawResult:

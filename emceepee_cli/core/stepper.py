@@ -99,8 +99,7 @@ class Stepper:
         if self.call.fast and step.n == 1 and token is None and responses is None and state is None:
             exchanges = fastcall.exchanges_for(self.backend, step.tool)
             if exchanges is not None:  # the call's first request, raw (core/fastcall.py)
-                version = session.protocol_version
-                return await fastcall.send(self.call, exchanges, step.tool, step.args, progress, version)
+                return await fastcall.send(self.call, exchanges, session, step.tool, step.args, progress)
         if backend_tasks.runs_as_task(self.backend, step.tool):  # it refuses a plain call
             ttl_s = self.call.ttl_s
             result = await backend_tasks.call(self.backend, session, step.tool, step.args, ttl_s, progress)

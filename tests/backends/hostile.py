@@ -44,6 +44,8 @@ Once initialized, its tools misbehave on request:
                           a 1 MiB argument)
     endless()             "again", with a fresh nextResumeToken every time: it never ends
     request_id()          the JSON-RPC id of this call, as JSON text (which lane sent it)
+    typed(kind)           a tool with an output schema: "good", "bad" (fails it), "missing"
+                          (no structuredContent) or "error" (isError, so not checked)
     shaped(kind)          a result of one shape: "meta" (structuredContent, _meta, isError),
                           "canonical" (the same, in the member order the SDK writes),
                           "error" (a JSON-RPC error with data), "extra" (an unknown member),
@@ -84,6 +86,14 @@ TOOLS: dict[str, dict[str, Any]] = {
     "endless": {},
     "request_id": {},
     "shaped": {"kind": {"type": "string"}},
+    "typed": {"kind": {"type": "string"}},
+}
+TYPED_OUTPUT = {"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}
+TYPED = {  # typed(kind): a result checked against TYPED_OUTPUT, the tool's output schema
+    "good": {"content": [{"type": "text", "text": "1"}], "structuredContent": {"n": 1}, "isError": False},
+    "bad": {"content": [{"type": "text", "text": "x"}], "structuredContent": {"n": "x"}, "isError": False},
+    "missing": {"content": [{"type": "text", "text": "none"}], "isError": False},
+    "error": {"content": [{"type": "text", "text": "failed"}], "isError": True},
 }
 
 SHAPES: dict[str, dict[str, Any]] = {
@@ -191,6 +201,8 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
         send({"jsonrpc": "2.0", "id": request_id, "error": error})
     elif name == "shaped":
         result(request_id, SHAPES[str(args.get("kind"))])
+    elif name == "typed":
+        result(request_id, TYPED[str(args.get("kind"))])
     elif name == "stderr_lines":
         line = b"hostile: a line of stderr to fill the log " + b"z" * 60 + b"\n"
         for _ in range(int(float(args.get("mb", 1)) * 1024 * 1024) // len(line)):
@@ -252,6 +264,9 @@ def handle(message: dict[str, Any], handshake: str) -> None:
         ]
         if description is not None:
             tools = [{**tool, "description": description} for tool in tools]
+        for tool in tools:
+            if tool["name"] == "typed":
+                tool["outputSchema"] = TYPED_OUTPUT
         result(request_id, {"tools": tools})
     elif method == "tools/call":
         params = message.get("params") or {}

@@ -151,6 +151,10 @@ CASES = [
     ("spaced", "shaped", {"kind": "error"}),
     ("echo", "echo", {"text": "from the SDK"}),
     ("echo", "fail", {"message": "a tool error"}),
+    ("raw", "typed", {"kind": "good"}),
+    ("raw", "typed", {"kind": "bad"}),
+    ("raw", "typed", {"kind": "missing"}),
+    ("raw", "typed", {"kind": "error"}),
 ]
 
 
@@ -175,6 +179,10 @@ async def test_results_are_byte_identical_to_the_slow_path(config: Path) -> None
     assert failure["isError"] and "error -32001: shaped failure" in failure["content"][0]["text"]
     assert shown[6]["result"]["_meta"]["nextTool"]["name"] == "echo"
     assert shown[12]["result"]["isError"] is True
+    assert shown[13]["result"]["structuredContent"] == {"n": 1}
+    for bad in (shown[14], shown[15]):  # the output schema is checked on both lanes alike
+        assert bad["result"]["isError"] and "typed" in bad["result"]["content"][0]["text"], bad
+    assert shown[16]["result"]["content"][0]["text"] == "failed"
 
 
 async def test_ids_are_never_mixed_up_under_200_concurrent_calls(config: Path) -> None:
