@@ -3,8 +3,9 @@
 A call that came by the fast lane (`Call.fast`) runs in `Tasks` exactly as any other: the same
 chain, policy, approvals, promotion, questions, progress, cancellation, TTL and journaling. Only
 its first request differs, when the backend allows it (a ready stdio backend spoken to in the
-handshake era, a listed tool with no output schema and no task execution): `Stepper` writes the
-`tools/call` line itself through `core/fastwire.py` and gets the answer's bytes back.
+handshake era, a listed tool without task execution): `Stepper` writes the `tools/call` line
+itself through `core/fastwire.py` and gets the answer's bytes back. A tool's output schema is
+still checked by the session (`validate_tool_result`), so its errors read as on the slow path.
 
 What comes back is then kept one of two ways:
 - `Call.raw`: for a result of the plain shape (text blocks, `isError`, object
