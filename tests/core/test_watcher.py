@@ -70,7 +70,7 @@ async def test_stopping_the_watcher_stops_a_purge_between_batches(tmp_path: Path
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watcher.purge)
-                await anyio.wait_all_tasks_blocked()
-                await p.aio.run(left)
+                await anyio.wait_all_tasks_blocked()  # in its first batch: stop it there
                 watcher.stop()
         assert left(p.journal) > 0  # it stopped early, and the rest waits for the next purge
+        assert not watcher._purging
