@@ -21,7 +21,6 @@ A JSON-RPC error, a malformed answer, a dying backend or a broken pipe fail thro
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -38,7 +37,7 @@ from emceepee_cli.core import resume
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Call
 from emceepee_cli.core.chain import suggests_more
-from emceepee_cli.core.fastwire import Answer, Exchanges
+from emceepee_cli.core.fastwire import Answer, Exchanges, loads
 
 # The slow path writes a result's members in this order, and a text block's as (text, type).
 CANONICAL_KEYS = frozenset(("_meta", "content", "isError", "structuredContent"))
@@ -119,10 +118,10 @@ def read(answer: Answer) -> tuple[bytes | None, Any]:
         if line[head - len(b'"result":') : head] == b'"result":' and line.endswith(b"}"):
             body = line[head:-1]
             try:
-                return body, json.loads(body)  # one whole value: the line had no other member
+                return body, loads(body)  # one whole value: the line had no other member
             except ValueError:
                 pass
-    doc = answer.doc if answer.doc is not None else json.loads(answer.line)
+    doc = answer.doc if answer.doc is not None else loads(answer.line)
     if not isinstance(doc, dict):
         raise TypeError("the answer is not a JSON object")
     if isinstance(doc.get("error"), dict):

@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pydantic_core
 from mcp import MCPError
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,15 @@ class _Pending:
     on_progress: ProgressFn
     done: anyio.Event = field(default_factory=anyio.Event)
     answer: Answer | None = None
+
+
+def loads(data: bytes) -> Any:
+    """JSON, as `json.loads` reads it, by the faster parser when it can: pydantic_core's is several
+    times faster on a big result, but refuses a lone surrogate and deep nesting, which json reads."""
+    try:
+        return pydantic_core.from_json(data)
+    except ValueError:
+        return json.loads(data)
 
 
 def dumps(message: dict[str, Any]) -> bytes:
@@ -107,7 +117,7 @@ class Exchanges:
             self._answered(Answer(request_id, line))
             return True
         try:
-            doc = json.loads(line)
+            doc = loads(line)
         except (ValueError, RecursionError):
             return False  # the session reports the garbage
         if not isinstance(doc, dict):

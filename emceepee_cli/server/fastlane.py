@@ -31,6 +31,7 @@ from mcp_types import methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from emceepee_cli.core.calls import Passed, Relay
+from emceepee_cli.core.fastwire import loads
 from emceepee_cli.core.wiring import Services
 from emceepee_cli.server.envelope import with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call
@@ -73,7 +74,7 @@ class FastLane:
         if wire.protocol is None or wire.protocol in MODERN_PROTOCOL_VERSIONS:
             return False
         try:
-            doc = json.loads(raw)
+            doc = loads(raw)
         except (ValueError, RecursionError):  # the slow way names what is wrong with it
             return False
         plan = _plan(services, doc)

@@ -11,6 +11,7 @@ import pytest
 from mcp_types import methods
 
 from emceepee_cli.core.fastcall import canonical
+from emceepee_cli.core.fastwire import loads
 
 PLAIN: list[dict[str, Any]] = [
     {"content": [{"type": "text", "text": 'é \\ " \n \u2028 \x01 😀 </script>'}], "isError": False},
@@ -62,3 +63,21 @@ def test_what_the_slow_parser_refuses_is_left_to_it() -> None:
     assert canonical(json.loads(body), body) is None
     lone = b'{"content":[{"type":"text","text":"\\ud83d"}],"isError":false}'
     assert canonical(json.loads(lone), lone) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"a": 123456789012345678901234567890, "b": -0.0, "c": 5e-324, "d": 1e400}',
+        b'{"a": "\\ud83d lone"}',  # the fast parser refuses it: json's reading is kept
+        b"[" * 300 + b"]" * 300,  # deeper than the fast parser goes
+        b'{"k": 1, "k": 2}',
+    ],
+)
+def test_the_fast_parser_reads_json_as_json_does(text: bytes) -> None:
+    assert repr(loads(text)) == repr(json.loads(text))
+
+
+def test_what_json_refuses_is_refused() -> None:
+    with pytest.raises(ValueError):
+        loads(b'{"a": ')
