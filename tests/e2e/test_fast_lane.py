@@ -79,12 +79,18 @@ class Host:
         }
         await self.reply(await self.request("initialize", init))
         await self.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        while True:
-            servers = (await self.result("list_servers", {}))["structuredContent"]["servers"]
-            if all(s["status"] == "ready" for s in servers):
-                break
-            await anyio.sleep(0.05)
+        servers = (await self.result("list_servers", {}))["structuredContent"]["servers"]
+        for server in servers:
+            await self.ready(server["name"])
         await self.result("await_activity", {"timeout_ms": 0})  # the start-up events, delivered
+
+    async def ready(self, server: str) -> None:
+        """Until `server` lists its tools: each listing waits a little for a start, so no sleep."""
+        while True:
+            (group,) = (await self.result("list_tools", {"server": server}))["structuredContent"]["servers"]
+            assert group["status"] != "failed", group
+            if "tools" in group:
+                return
 
 
 @asynccontextmanager
@@ -264,11 +270,7 @@ async def test_a_backend_dying_mid_call_fails_the_call_with_its_exit_and_restart
             text = died["content"][0]["text"]
             assert "Backend 'raw' exited during tools/call 'die'" in text and "exit code 3" in text, text
             assert "hostile: dying on request" in text
-            while True:
-                servers = (await host.result("list_servers", {}))["structuredContent"]["servers"]
-                if next(s for s in servers if s["name"] == "raw")["status"] == "ready":
-                    break
-                await anyio.sleep(0.05)
+            await host.ready("raw")  # restarted
             assert not alive(pid)
             assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
 
