@@ -133,14 +133,20 @@ def result_bytes(line: bytes) -> bytes:
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
+    """Two stdlib backends (compact and spaced JSON) and an SDK one."""
     log = str(tmp_path / "backend.log")
     return write_config(
         tmp_path / "config.toml",
         hostile_table("raw", "--compact"),
         hostile_table("spaced"),
         example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": log}),
-        example_table("elicit", "elicit.py"),
     )
+
+
+@pytest.fixture
+def raw_only(tmp_path: Path) -> Path:
+    """One stdlib backend, for tests that need no SDK backend (it starts in a fraction of the time)."""
+    return write_config(tmp_path / "config.toml", hostile_table("raw", "--compact"))
 
 
 CASES = [
@@ -221,7 +227,12 @@ async def test_progress_reaches_the_host_during_a_fast_call(config: Path) -> Non
             assert progress[-1]["message"] == "step 5/5"
 
 
-async def test_a_question_during_a_fast_call_makes_it_a_task_that_the_answer_completes(config: Path) -> None:
+async def test_a_question_during_a_fast_call_makes_it_a_task_that_the_answer_completes(
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path / "config.toml", hostile_table("raw", "--compact"), example_table("elicit", "elicit.py")
+    )
     async with serving_raw(config) as host:
         with anyio.fail_after(BOUND_S):
             assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
@@ -260,8 +271,8 @@ async def test_a_host_cancel_and_cancel_task_reach_the_backend(config: Path, tmp
             )  # a cancelled request: no reply
 
 
-async def test_a_backend_dying_mid_call_fails_the_call_with_its_exit_and_restarts(config: Path) -> None:
-    async with serving_raw(config) as host:
+async def test_a_backend_dying_mid_call_fails_the_call_with_its_exit_and_restarts(raw_only: Path) -> None:
+    async with serving_raw(raw_only) as host:
         with anyio.fail_after(BOUND_S):
             assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
             pid = int((await host.execute("raw", "pid", {}))["content"][0]["text"])
@@ -275,8 +286,10 @@ async def test_a_backend_dying_mid_call_fails_the_call_with_its_exit_and_restart
             assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
 
 
-async def test_a_suggested_next_tool_is_followed_and_a_slow_call_keeps_its_whole_result(config: Path) -> None:
-    async with serving_raw(config) as host:
+async def test_a_suggested_next_tool_is_followed_and_a_slow_call_keeps_its_whole_result(
+    raw_only: Path,
+) -> None:
+    async with serving_raw(raw_only) as host:
         with anyio.fail_after(BOUND_S):
             assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
             chained = await host.execute("raw", "shaped", {"kind": "followed"})
