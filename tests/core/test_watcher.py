@@ -13,7 +13,7 @@ from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.core.watcher import Watcher
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.retention import PURGE_BATCH
-from tests.core.parts import INSTANCE, parts
+from tests.core.parts import INSTANCE, Parts, parts
 from tests.store.test_retention import DAY_S, old_rows
 
 pytestmark = pytest.mark.anyio
@@ -27,19 +27,24 @@ def left(journal: Journal) -> int:
     return int(journal.db.execute(sql).fetchone()[0])
 
 
+def purging_watcher(p: Parts, tmp_path: Path) -> Watcher:
+    """A watcher over the parts' journal, keeping rows for a day."""
+    tasks = Tasks(
+        p.aio,
+        p.events,
+        p.questions,
+        p.runtime,
+        Defaults(),
+        INSTANCE,
+        backends={}.get,
+        install_key=sagas.install_key(tmp_path),
+    )
+    return Watcher(p.aio, p.runtime, tasks, p.questions, INSTANCE, retention_s=DAY_S)
+
+
 async def test_a_purge_runs_in_batches_that_other_journal_work_interleaves_with(tmp_path: Path) -> None:
     async with parts(tmp_path) as p:
-        tasks = Tasks(
-            p.aio,
-            p.events,
-            p.questions,
-            p.runtime,
-            Defaults(),
-            INSTANCE,
-            backends={}.get,
-            install_key=sagas.install_key(tmp_path),
-        )
-        watcher = Watcher(p.aio, p.runtime, tasks, p.questions, INSTANCE, retention_s=DAY_S)
+        watcher = purging_watcher(p, tmp_path)
         old_rows(p.journal, PURGE_BATCH * 6, days_ago=2)
         total = left(p.journal)
         seen: list[int] = []
@@ -55,17 +60,7 @@ async def test_a_purge_runs_in_batches_that_other_journal_work_interleaves_with(
 
 async def test_stopping_the_watcher_stops_a_purge_between_batches(tmp_path: Path) -> None:
     async with parts(tmp_path) as p:
-        tasks = Tasks(
-            p.aio,
-            p.events,
-            p.questions,
-            p.runtime,
-            Defaults(),
-            INSTANCE,
-            backends={}.get,
-            install_key=sagas.install_key(tmp_path),
-        )
-        watcher = Watcher(p.aio, p.runtime, tasks, p.questions, INSTANCE, retention_s=DAY_S)
+        watcher = purging_watcher(p, tmp_path)
         old_rows(p.journal, PURGE_BATCH * 6, days_ago=2)
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
