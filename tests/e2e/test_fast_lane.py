@@ -197,6 +197,41 @@ async def test_results_are_byte_identical_to_the_slow_path(config: Path) -> None
     assert shown[16]["result"]["content"][0]["text"] == "failed"
 
 
+def odd_lines() -> list[dict[str, Any]]:
+    """tools/call requests a host may get wrong or send unusually: the lane must leave each to the
+    slow path, or answer it exactly as the slow path does."""
+    echo = {"server": "raw", "tool": "echo", "args": {"text": "odd"}}
+    return [
+        {"id": "s-1", "params": {"name": "execute_tool", "arguments": echo}},  # a string id
+        {"id": 101, "params": {"name": "execute_tool", "arguments": [1, 2]}},
+        {"id": 102, "params": {"name": "execute_tool", "arguments": {"server": "raw"}}},
+        {"id": 103, "params": {"name": "execute_tool", "arguments": {**echo, "args": "no"}}},
+        {"id": 104, "params": {"name": "execute_tool", "arguments": echo, "_meta": {"progressToken": 1.5}}},
+        {"id": 105, "params": {"name": "execute_tool", "arguments": echo, "_meta": {"other": {"k": 1}}}},
+        {"id": 106, "params": {"name": "raw__echo", "arguments": {"text": "not listed directly"}}},
+        {"id": 107, "params": {"name": 7, "arguments": echo}},
+        {"id": 108, "params": {"name": "execute_tool", "arguments": {**echo, "tool": "nope"}}},
+        {"id": 109, "params": "not an object"},
+        {"id": 110, "jsonrpc": "1.0", "params": {"name": "execute_tool", "arguments": echo}},
+    ]
+
+
+async def test_odd_tool_calls_from_the_host_get_the_slow_paths_answers(config: Path) -> None:
+    replies: dict[bool, list[bytes]] = {}
+    for fast in (True, False):
+        async with serving_raw(config, fast) as host:
+            with anyio.fail_after(BOUND_S):
+                assert lane_of(await host.execute("raw", "request_id", {})) == ("fast" if fast else "slow")
+                replies[fast] = []
+                for line in odd_lines():
+                    await host.write({"jsonrpc": "2.0", "method": "tools/call", **line})
+                    replies[fast].append(await host.reply(line["id"]))
+                assert lane_of(await host.execute("raw", "request_id", {})) == ("fast" if fast else "slow")
+    for line, fast, slow in zip(odd_lines(), replies[True], replies[False], strict=True):
+        assert fast == slow, line
+    assert json.loads(replies[True][0])["result"]["content"][0]["text"] == "odd"
+
+
 async def test_ids_are_never_mixed_up_under_200_concurrent_calls(config: Path) -> None:
     async with serving_raw(config) as host:
         with anyio.fail_after(BOUND_S * 2):
