@@ -26,6 +26,8 @@ import jsonschema.exceptions
 import jsonschema.validators
 import regex
 
+from emceepee_cli.core.quickschema import Check, compile_quick
+
 log = logging.getLogger(__name__)
 
 PATTERN_BUDGET_S = 0.5  # for all `pattern` checks of one `problems()` call
@@ -73,8 +75,11 @@ _extend = cast(
 )
 
 
+_Compiled = tuple[jsonschema.protocols.Validator, Check | None]  # and its quick check, if it has one
+
+
 @lru_cache(maxsize=1024)
-def _compiled(schema_json: str) -> jsonschema.protocols.Validator | None:
+def _compiled(schema_json: str) -> _Compiled | None:
     schema = json.loads(schema_json)
     base = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls = _extend(base, {"pattern": _pattern})
@@ -82,7 +87,7 @@ def _compiled(schema_json: str) -> jsonschema.protocols.Validator | None:
         cls.check_schema(schema)
     except jsonschema.exceptions.SchemaError:
         return None  # a broken schema from a backend: we cannot judge, the backend will
-    return cls(schema, format_checker=FORMATS)
+    return cls(schema, format_checker=FORMATS), compile_quick(schema)
 
 
 # jsonschema checks `uri` and `date-time` only with optional packages; a form's `format: uri` or
@@ -107,27 +112,31 @@ def _is_date_time(value: object) -> bool:
     return True
 
 
-_by_identity: dict[int, tuple[Mapping[str, Any], jsonschema.protocols.Validator | None]] = {}
+_by_identity: dict[int, tuple[Mapping[str, Any], _Compiled | None]] = {}
 
 
-def _validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator | None:
-    """The compiled validator; the same schema object (a listed tool's) skips even the JSON key."""
+def _validator(schema: Mapping[str, Any]) -> _Compiled | None:
+    """The compiled validator and quick check; the same schema object (a listed tool's) skips even
+    the JSON key."""
     hit = _by_identity.get(id(schema))
     if hit is not None and hit[0] is schema:  # holding the schema keeps its id from being reused
         return hit[1]
-    validator = _compiled(json.dumps(schema, sort_keys=True, default=str))
+    compiled = _compiled(json.dumps(schema, sort_keys=True, default=str))
     if len(_by_identity) >= 4096:
         _by_identity.clear()
-    _by_identity[id(schema)] = (schema, validator)
-    return validator
+    _by_identity[id(schema)] = (schema, compiled)
+    return compiled
 
 
 def problems(instance: Any, schema: Mapping[str, Any] | None, root: str = "args") -> list[str]:
     """Each way `instance` fails `schema`, as `path: reason` lines; empty when valid."""
     if not schema:
         return []
-    validator = _validator(schema)
-    if validator is None:
+    compiled = _validator(schema)
+    if compiled is None:
+        return []
+    validator, quick = compiled
+    if quick is not None and quick(instance):  # surely valid (core/quickschema.py): most calls
         return []
     token = _deadline.set(time.monotonic() + PATTERN_BUDGET_S)
     try:
