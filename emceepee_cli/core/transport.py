@@ -176,7 +176,7 @@ class _Pipes:
         self.report = report
         self.to_session, self.read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         self.write_stream, self.from_session = anyio.create_memory_object_stream[SessionMessage](0)
-        self.stdin_lock = anyio.Lock()
+        self.stdin_lock = anyio.Lock(fast_acquire=True)  # no trip round the loop when free
         self.stderr_done = anyio.Event()
         self.exchanges = info.exchanges = Exchanges(self.write_raw)  # the fast lane's raw calls
 

@@ -98,7 +98,7 @@ class HostWire:
         self.on_loop = on_loop  # a non-blocking pipe or socket: written on the event loop
         self.protocol: str | None = None  # from our answer to `initialize`
         self.broken = False
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)  # no trip round the loop when nobody else writes
         self._initialize: set[RequestId] = set()
         self._batches: dict[RequestId, _Batch] = {}
 
