@@ -8,11 +8,18 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+_second: tuple[int, str] = (-1, "")  # the last whole second formatted: every call makes a few stamps
+
 
 def now_iso(offset_s: float = 0.0) -> str:
     """Now (plus `offset_s`, which may be negative), e.g. `2026-01-31T12:00:00.250Z`."""
-    t = time.time() + offset_s
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+    global _second
+    millis = int((time.time() + offset_s) * 1000)
+    seconds, part = divmod(millis, 1000)
+    cached = _second  # read once: the journal's thread stamps too
+    if cached[0] != seconds:
+        cached = _second = (seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)))
+    return f"{cached[1]}.{part:03d}Z"
 
 
 def age(at: str, now: datetime | None = None) -> str:
