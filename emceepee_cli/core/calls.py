@@ -215,12 +215,19 @@ def outcome(row: TaskRow) -> types.CallToolResult | dict[str, Any]:
         assert row["result"] is not None, row  # a completed task always keeps its result
         return types.CallToolResult.model_validate_json(row["result"])
     if status in FINISHED_TASK:
+        resumable = status == TaskStatus.INTERRUPTED and row.get("resume_token")
         raise TaskEnded(
             f"Task {row['task_id']} ({row['server']}.{row['tool']}) {status.value}: "
             f"{row.get('error') or 'no reason recorded'}",
-            hint=_ENDED_HINT[status],
+            hint=RESUMABLE_HINT if resumable else _ENDED_HINT[status],
         )
     return {"task": task_json(row)}
+
+
+RESUMABLE_HINT = (
+    "It can go on from where it stopped: call execute_tool with the same server, tool and args and "
+    "the task's resume_token (get_task shows it)."
+)
 
 
 class TaskEnded(EmceepeeError):

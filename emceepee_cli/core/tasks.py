@@ -116,7 +116,7 @@ class Tasks:
         first waits for it (as part of the call, so past `timeout_ms` it is a task), then runs
         `check`, then calls the tool. `fast`: the backend may be called raw (core/fastcall.py)."""
         if resume_token is not None and resume.ours(resume_token):
-            return await self.by_token(backend, tool, args, resume_token, timeout_ms, relay)
+            return await self.by_token(backend, tool, args, resume_token, timeout_ms, relay, check)
         if resume_token is not None and sagas.unseal(self.install_key, resume_token.strip()) is not None:
             raise UsageError(
                 "This is a saga_token, not a resume_token.",
@@ -164,15 +164,17 @@ class Tasks:
         token: str,
         timeout_ms: int | None,
         relay: Relay | None,
+        check: Check | None = None,
     ) -> Outcome:
         """execute_tool with emceepee's own resume token: the task's result, waited for (bounded);
-        an interrupted task whose backend gave a resume token is re-issued with that token."""
+        an interrupted task whose backend gave a resume token is re-issued with that token (after
+        `check`, once a backend still starting is up, as any call)."""
         claims = resume.verify(self.install_key, token)
         resume.check_call(claims, backend.name, tool, args)
         row = await self.row(claims["t"])
         if row["status"] == TaskStatus.INTERRUPTED and row.get("resume_token"):
             return await self.execute(
-                backend, tool, args, timeout_ms, relay, resume_token=row["resume_token"]
+                backend, tool, args, timeout_ms, relay, check, resume_token=row["resume_token"]
             )
         return await self.result(row["task_id"], timeout_ms, relay)
 
@@ -365,10 +367,12 @@ class Tasks:
         return row
 
     async def get_json(self, task_id: str) -> TaskJson:
-        """The task; while it works, with a resume token that gets its result (core/resume.py)."""
+        """The task; while it works, with a resume token that gets its result (core/resume.py), and
+        the same once interrupted holding a backend's resume token (with it, the call goes on)."""
         row = await self.row(task_id)
         task = task_json(row)
-        if row["status"] == TaskStatus.WORKING:
+        resumable = row["status"] == TaskStatus.INTERRUPTED and row.get("resume_token")
+        if row["status"] == TaskStatus.WORKING or resumable:
             expires = _epoch(row["expires_at"]) + self.defaults.retention_s
             args = json.loads(row["args"] or "null")
             task["resume_token"] = resume.sign(
@@ -519,10 +523,19 @@ class Tasks:
     async def _redrive(self, call: Call, row: TaskRow) -> None:
         backend = self.backends(call.server)
         if backend is None:
-            call.error = BackendError(
-                f"Server '{call.server}' is no longer configured; task {call.call_id} cannot resume."
-            )
-            call.stop_as = TaskStatus.FAILED
+            if row["request_state"] is None and row.get("resume_token"):
+                # The backend's token stays in the journal: the task can go on once the server is back.
+                call.error = BackendError(
+                    f"Server '{call.server}' is no longer configured, so task {call.call_id} could not "
+                    "go on. Its resume token is kept: add the server back, then call execute_tool with "
+                    "the task's resume_token (get_task shows it)."
+                )
+                call.stop_as = TaskStatus.INTERRUPTED
+            else:
+                call.error = BackendError(
+                    f"Server '{call.server}' is no longer configured; task {call.call_id} cannot resume."
+                )
+                call.stop_as = TaskStatus.FAILED
             await self._end(call)
             return
         if row["request_state"] is None and row.get("resume_token"):

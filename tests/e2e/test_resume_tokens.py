@@ -145,6 +145,45 @@ async def test_an_auto_resumed_task_survives_kill_9_of_serve_and_is_finished_by_
     assert polls[-1] == 6 and sorted(set(polls)) == list(range(7))  # nothing lost, at most one repeated
 
 
+async def test_a_resuming_task_whose_server_was_removed_keeps_its_token_until_the_server_is_back(
+    tmp_path: Path, record: Path
+) -> None:
+    config = config_for(tmp_path, record, auto_resume=True, auto_resume_interval_ms=1)
+    args = {"name": "r", "polls": 6, "seconds": 0.3}
+    process = await anyio.open_process(serve_command(config), env={**os.environ})
+    try:
+        host = RawHost(process)
+        with anyio.fail_after(30):
+            await host.initialize()
+            await host.tool("list_servers", {})
+            promoted = await host.tool(
+                "execute_tool", {"server": "resumable", "tool": "job", "args": args, "timeout_ms": 100}
+            )
+            task_id = promoted["proxy_task"]["task_id"]
+            await wait_for_calls(record, 3)
+        process.kill()  # serve dies while the task resumes itself
+        with anyio.fail_after(20):
+            await process.wait()
+    finally:
+        await process.aclose()
+    full = config.read_text()
+    write_config(config, example_table("echo", "echo.py"))  # the user removed the server meanwhile
+    async with serving(config) as without:
+        with anyio.fail_after(60):
+            await without.call_tool("list_servers", {})
+            ended = await without.call_tool("get_task_result", {"task_id": task_id, "timeout_ms": 20_000})
+            task = payload(await without.call_tool("get_task", {"task_id": task_id}))["task"]
+    config.write_text(full)  # and put it back
+    async with serving(config) as back:
+        with anyio.fail_after(60):
+            await back.call_tool("list_servers", {})
+            again = {"server": "resumable", "tool": "job", "args": args, "resume_token": task["resume_token"]}
+            done = await back.call_tool("execute_tool", {**again, "timeout_ms": 40_000})
+    assert ended.is_error and "Its resume token is kept" in texts(ended)[0]
+    assert task["status"] == "interrupted" and task["resume_token"].startswith(resume.PREFIX)
+    assert texts(done)[0] == "job r: ready after 6 polls"
+
+
 async def test_a_tasks_own_resume_token_gets_its_result_and_forgeries_are_refused(
     tmp_path: Path, record: Path
 ) -> None:
