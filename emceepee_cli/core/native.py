@@ -149,10 +149,13 @@ class Native:
         """Keep the host's level and pass it on to every ready backend that takes one."""
         self.level = level
         for backend in self._ready():
-            session = backend.session
-            caps = session.server_capabilities if session is not None else None
-            if caps is not None and caps.logging is not None:
-                self.runtime.spawn(_set_level, backend, level, name=f"setLevel {backend.name}")
+            self._pass_level(backend)
+
+    def _pass_level(self, backend: Backend) -> None:
+        session = backend.session
+        caps = session.server_capabilities if session is not None else None
+        if self.level is not None and caps is not None and caps.logging is not None:
+            self.runtime.spawn(_set_level, backend, self.level, name=f"setLevel {backend.name}")
 
     # ---- what the host hears -------------------------------------------------------------------
 
@@ -175,7 +178,9 @@ class Native:
                 )
 
     def connected(self, backend: Backend) -> None:
-        """A backend became ready: its prompts and resources join the host's lists."""
+        """A backend became ready: its prompts and resources join the host's lists, and it gets the
+        level the host set, if any (a backend that connects later, or restarted, would not know it)."""
+        self._pass_level(backend)
         if backend.offer.prompts:
             self._notify(types.PromptListChangedNotification())
         if backend.offer.resources or backend.offer.templates:

@@ -11,6 +11,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from tests.e2e.test_reload import next_event
 from tests.support import example_table, serving, texts, until_ready, write_config
 
 pytestmark = pytest.mark.anyio
@@ -84,3 +85,25 @@ async def test_subscribe_updated_and_set_level_pass_through(config: Path) -> Non
     assert [(entry.level, entry.logger, entry.data) for entry in logs] == [
         ("error", "surface", "surface: loud")
     ]
+
+
+async def test_a_backend_that_connects_later_gets_the_level_the_host_set(
+    config: Path, tmp_path: Path
+) -> None:
+    async with serving(config) as client:
+        with anyio.fail_after(60):
+            await ready(client)
+            await client.set_logging_level("error")
+            env = {"EMCEEPEE_EXAMPLE_LOG": str(tmp_path / "later.log")}
+            write_config(  # the user adds a server while serve runs: it is started on reload
+                config,
+                example_table(
+                    "surface", "surface.py", env={"EMCEEPEE_EXAMPLE_LOG": str(tmp_path / "backend.log")}
+                ),
+                example_table("later", "surface.py", env=env),
+            )
+            await next_event(client, "config_reloaded")
+            await until_ready(client, "later")
+            later = {"server": "later", "tool": "log", "args": {"level": "warning", "message": "quiet"}}
+            filtered = texts(await client.call_tool("execute_tool", later))
+    assert filtered == ["filtered"]  # it was told the host's level when it connected
