@@ -315,6 +315,7 @@ class Tasks:
         """The call's steps: its tool, then what the results lead to (core/chain.py)."""
         chain = self._chain(call, backend, resume_round)
         if resume_round is not None:  # adopted in the middle of its input rounds: approved before, if at all
+            policy.refuse_denied(backend.spec, call.tool)  # the config may deny it since
             await backend.wait_ready(self.defaults.max_wait_ms / 1000)
             return await chain.go_on(Step(1, "call", call.tool, call.args), None)
         if adopted is None:
@@ -323,6 +324,7 @@ class Tasks:
         chain.restore(adopted)
         last = adopted[-1] if adopted else Step(0, "call", call.tool, call.args)
         step = Step(len(adopted) + 1, "resume" if adopted else "call", last.tool, last.args)
+        policy.refuse_denied(backend.spec, step.tool)
         await backend.wait_ready(self.defaults.max_wait_ms / 1000)
         return await chain.go_on(step, call.token)
 

@@ -4,6 +4,7 @@ when the journal fails, and 2026-07-28 rounds."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import AsyncIterator
@@ -223,3 +224,18 @@ async def test_an_adopted_call_whose_server_is_gone_fails_with_the_reason(tmp_pa
             with pytest.raises(TaskEnded) as ended:
                 await t.result(task_id, 20_000, None)
     assert "no longer configured" in ended.value.message
+
+
+async def test_an_adopted_call_of_a_tool_denied_since_is_not_sent_again(tmp_path: Path) -> None:
+    async with tasks(tmp_path) as (t, _, backends, _):
+        with anyio.fail_after(WAIT_S):
+            first = await t.execute(backends["modern"], "book", {"city": "Oslo"}, None, None)
+            assert isinstance(first, dict)
+            task_id = first["proxy_task"]["task_id"]
+            modern = backends["modern"]
+            modern.spec = dataclasses.replace(modern.spec, tools={"deny": ("bo*",)})  # the user denied it
+            t.calls.clear()  # as if a new serve adopted the call
+            await t.adopt([task_id])
+            with pytest.raises(TaskEnded) as ended:
+                await t.result(task_id, 20_000, None)
+    assert "failed" in ended.value.message and "is denied by emceepee's config" in ended.value.message
