@@ -70,7 +70,7 @@ class Sink:
 
         return types.ListRootsResult(roots=configured(backend.spec.roots))
 
-    def relisted(self, backend: Backend) -> None:
+    def relisted(self, backend: Backend, listed: str) -> None:
         pass
 
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:

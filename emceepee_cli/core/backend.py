@@ -79,7 +79,7 @@ class BackendSink(Protocol):
         params: types.ElicitRequestParams | types.CreateMessageRequestParams,
     ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData: ...
     async def roots_of(self, backend: Backend) -> types.ListRootsResult: ...
-    def relisted(self, backend: Backend) -> None: ...
+    def relisted(self, backend: Backend, listed: str) -> None: ...  # "tools", "resources" or "prompts"
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
 
@@ -355,7 +355,7 @@ class Backend:
         try:
             with anyio.fail_after(LIST_TIMEOUT_S):
                 await refresh(self.offer, session)
-            self.sink.relisted(self)
+            self.sink.relisted(self, listing.LISTS[refresh])
         except Exception as exc:  # noqa: BLE001 - a failed refresh keeps the old listing
             self.sink.log(self.name, "warning", f"refreshing the listing failed: {describe(exc)}", "emceepee")
 

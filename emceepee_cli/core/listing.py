@@ -56,6 +56,12 @@ async def refresh_prompts(offer: Offer, session: ClientSession) -> None:
 
 Refresher = Callable[[Offer, ClientSession], Awaitable[None]]
 
+LISTS: dict[Refresher, str] = {
+    refresh_tools: "tools",
+    refresh_resources: "resources",
+    refresh_prompts: "prompts",
+}
+
 REFRESHERS: dict[type, Refresher] = {
     types.ToolListChangedNotification: refresh_tools,
     types.ResourceListChangedNotification: refresh_resources,

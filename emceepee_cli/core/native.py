@@ -164,13 +164,17 @@ class Native:
             params = types.LoggingMessageNotificationParams(level=level, logger=server, data=message)  # type: ignore[arg-type]  # level is checked against LEVELS above
             self._notify(types.LoggingMessageNotification(params=params))
 
+    def relisted(self, listed: str) -> None:
+        """A backend's list was read again after it said it changed: the host's list changed with it
+        (told only now, so that the host, listing again at once, gets the new one)."""
+        if listed == "prompts":
+            self._notify(types.PromptListChangedNotification())
+        elif listed == "resources":
+            self._notify(types.ResourceListChangedNotification())
+
     def relay(self, server: str, method: str, params: dict[str, Any]) -> None:
         """A backend notification the host's own lists depend on."""
-        if method == "notifications/prompts/list_changed":
-            self._notify(types.PromptListChangedNotification())
-        elif method == "notifications/resources/list_changed":
-            self._notify(types.ResourceListChangedNotification())
-        elif method == "notifications/resources/updated":
+        if method == "notifications/resources/updated":
             uri = params.get("uri")
             if isinstance(uri, str) and self.subscribed.get(uri) == server:
                 self._notify(

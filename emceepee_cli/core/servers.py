@@ -173,9 +173,11 @@ class Servers:
             else await self.roots.for_backend(backend.spec)
         )
 
-    def relisted(self, backend: Backend) -> None:
+    def relisted(self, backend: Backend, listed: str) -> None:
         if self.direct is not None:
             self.direct.changed()
+        if self.native is not None:
+            self.native.relisted(listed)
 
     def status_changed(self, backend: Backend, previous: Status) -> None:
         if self.direct is not None:

@@ -44,6 +44,8 @@ Once initialized, its tools misbehave on request:
                           a 1 MiB argument)
     endless()             "again", with a fresh nextResumeToken every time: it never ends
     request_id()          the JSON-RPC id of this call, as JSON text (which lane sent it)
+    add_prompt(name, list_delay_s)  add a prompt, say notifications/prompts/list_changed, then answer
+                          prompts/list only after list_delay_s: a backend slow to list
     typed(kind)           a tool with an output schema: "good", "bad" (fails it), "missing"
                           (no structuredContent) or "error" (isError, so not checked)
     shaped(kind)          a result of one shape: "meta" (structuredContent, _meta, isError),
@@ -87,6 +89,7 @@ TOOLS: dict[str, dict[str, Any]] = {
     "request_id": {},
     "shaped": {"kind": {"type": "string"}},
     "typed": {"kind": {"type": "string"}},
+    "add_prompt": {"name": {"type": "string"}, "list_delay_s": {"type": "number"}},
 }
 TYPED_OUTPUT = {"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}
 TYPED = {  # typed(kind): a result checked against TYPED_OUTPUT, the tool's output schema
@@ -125,6 +128,8 @@ SHAPES: dict[str, dict[str, Any]] = {
 endless_calls = 0
 
 listings = 0
+prompts: list[str] = []  # add_prompt's
+prompts_delay_s = 0.0
 
 out_lock = threading.Lock()
 description: str | None = None  # --describe
@@ -158,6 +163,12 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
         result(request_id, text(f"{name} called"))
     elif name == "echo":
         result(request_id, text(str(args.get("text", ""))))
+    elif name == "add_prompt":
+        global prompts_delay_s
+        prompts.append(str(args.get("name", "prompt")))
+        prompts_delay_s = float(args.get("list_delay_s", 0))
+        send({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
+        result(request_id, text("added"))
     elif name == "pattern_arg":
         result(request_id, text(str(args.get("s", ""))))
     elif name == "pid":
@@ -268,6 +279,11 @@ def handle(message: dict[str, Any], handshake: str) -> None:
             if tool["name"] == "typed":
                 tool["outputSchema"] = TYPED_OUTPUT
         result(request_id, {"tools": tools})
+    elif method == "prompts/list":
+        listed = {"prompts": [{"name": name} for name in prompts]}
+        timer = threading.Timer(prompts_delay_s, result, (request_id, listed))
+        timer.daemon = True
+        timer.start()
     elif method == "tools/call":
         params = message.get("params") or {}
         threading.Thread(

@@ -99,7 +99,7 @@ class Sink:
     async def roots_of(self, backend: Backend) -> types.ListRootsResult:
         return types.ListRootsResult(roots=[])
 
-    def relisted(self, backend: Backend) -> None:
+    def relisted(self, backend: Backend, listed: str) -> None:
         self.heard.append(("relisted", backend.name))
 
     def spawned(self, backend: Backend, process: ProcessInfo) -> None:

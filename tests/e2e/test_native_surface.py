@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 
 from tests.e2e.test_reload import next_event
-from tests.support import example_table, serving, texts, until_ready, write_config
+from tests.support import example_table, hostile_table, serving, texts, until_ready, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -107,3 +107,21 @@ async def test_a_backend_that_connects_later_gets_the_level_the_host_set(
             later = {"server": "later", "tool": "log", "args": {"level": "warning", "message": "quiet"}}
             filtered = texts(await client.call_tool("execute_tool", later))
     assert filtered == ["filtered"]  # it was told the host's level when it connected
+
+
+async def test_the_host_hears_list_changed_once_the_new_list_can_be_read(tmp_path: Path) -> None:
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.PromptListChangedNotification):
+            changed.set()
+
+    config = write_config(tmp_path / "config.toml", hostile_table("hostile"))
+    async with serving(config, message_handler=on_message) as client:
+        with anyio.fail_after(60):
+            await until_ready(client, "hostile")
+            args = {"name": "late", "list_delay_s": 0.5}  # a backend slow to list its prompts again
+            await client.call_tool("execute_tool", {"server": "hostile", "tool": "add_prompt", "args": args})
+            await changed.wait()
+            prompts = await client.list_prompts()  # a host lists again at once
+    assert [p.name for p in prompts.prompts] == ["hostile__late"]
