@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from emceepee_cli.config import Defaults
+from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.core import lifetime, policy, resume, sagas, urlauth
 from emceepee_cli.core.answers import already_answered
 from emceepee_cli.core.backend import Backend
@@ -79,6 +79,7 @@ class Tasks:
         *,
         backends: Callable[[str], Backend | None],
         install_key: bytes,
+        roots: Callable[[ServerSpec], Awaitable[types.ListRootsResult]] | None = None,
     ) -> None:
         self.journal = journal
         self.events = events
@@ -88,13 +89,21 @@ class Tasks:
         self.instance_id = instance_id
         self.backends = backends
         self.install_key = install_key
-        self.rounds = Rounds(journal, questions, runtime)
+        self._roots = roots
+        self.rounds = Rounds(journal, questions, runtime, self._roots_of)
         self.recorder = Recorder(journal, events, runtime, instance_id)
         self.calls: dict[str, Call] = {}
         self.stopping: str | None = None  # why emceepee is stopping, once it is
 
     def __repr__(self) -> str:
         return f"<Tasks in_flight={len(self.calls)}>"
+
+    async def _roots_of(self, server: str) -> types.ListRootsResult:
+        """A backend's roots, asked in a 2026-07-28 input round (core/roots.py decides them)."""
+        backend = self.backends(server)
+        if backend is None or self._roots is None:
+            return types.ListRootsResult(roots=[])
+        return await self._roots(backend.spec)
 
     # ---- execute_tool --------------------------------------------------------------------
 

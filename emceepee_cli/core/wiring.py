@@ -134,6 +134,7 @@ def build(
     questions = Questions(
         journal, events, runtime, defaults, instance_id, policy=policy, host=host, log=heard.log
     )
+    roots = Roots(defaults, host, runtime, lambda: list(backends.values()))
     tasks = Tasks(
         journal,
         events,
@@ -143,10 +144,10 @@ def build(
         instance_id,
         backends=backends.get,
         install_key=sagas.install_key(),
+        roots=roots.for_backend,
     )
     questions.on_waiting(tasks.question_arrived)
     native = Native(backends, host, runtime)
-    roots = Roots(defaults, host, runtime, lambda: list(backends.values()))
     direct = Direct(backends, defaults, host, runtime)
     servers = Servers(
         config,

@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
-from tests.support import example_table, serving, still_answering, until_ready, write_config
+from tests.support import HOSTILE, example_table, serving, still_answering, texts, until_ready, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -115,3 +115,21 @@ async def test_a_host_that_fails_roots_list_is_asked_once_and_backends_get_the_d
             await still_answering(client)
     assert all(one["roots"] == [{"uri": shared.resolve().as_uri(), "name": "shared"}] for one in answers)
     assert asked == 1
+
+
+async def test_a_2026_backend_asking_roots_in_an_input_round_gets_the_same_roots(tmp_path: Path) -> None:
+    own, shared = dirs(tmp_path, "app", "shared")
+    asker = str(HOSTILE.parent / "roots_asker.py")
+    config = write_config(
+        tmp_path / "config.toml",
+        f"[defaults]\nroots = [{json.dumps(str(shared))}]\n",
+        example_table("own", asker, protocol="modern", roots=[str(own)]),
+        example_table("other", asker, protocol="modern"),
+    )
+    async with serving(config) as client:
+        with anyio.fail_after(60):
+            await until_ready(client, "own", "other")
+            mine = await client.call_tool("execute_tool", {"server": "own", "tool": "where", "args": {}})
+            theirs = await client.call_tool("execute_tool", {"server": "other", "tool": "where", "args": {}})
+    assert texts(mine) == [own.resolve().as_uri()]
+    assert texts(theirs) == [shared.resolve().as_uri()]
