@@ -113,27 +113,32 @@ async def wait_for_calls(record: Path, count: int) -> None:
         await anyio.sleep(0.05)
 
 
-async def test_an_auto_resumed_task_survives_kill_9_of_serve_and_is_finished_by_the_next(
-    tmp_path: Path, record: Path
-) -> None:
-    config = config_for(tmp_path, record, auto_resume=True, auto_resume_interval_ms=1)
+async def killed_while_resuming(config: Path, record: Path, args: dict[str, Any]) -> dict[str, Any]:
+    """Start the auto-resumed job in a serve, kill -9 that serve mid-resume; the job's promotion."""
     process = await anyio.open_process(serve_command(config), env={**os.environ})
     try:
         host = RawHost(process)
         with anyio.fail_after(30):
             await host.initialize()
             await host.tool("list_servers", {})
-            args = {"name": "k", "polls": 6, "seconds": 0.3}
             promoted = await host.tool(
                 "execute_tool", {"server": "resumable", "tool": "job", "args": args, "timeout_ms": 100}
             )
-            task_id = promoted["proxy_task"]["task_id"]
             await wait_for_calls(record, 3)
         process.kill()
         with anyio.fail_after(20):
             await process.wait()
     finally:
         await process.aclose()
+    return promoted
+
+
+async def test_an_auto_resumed_task_survives_kill_9_of_serve_and_is_finished_by_the_next(
+    tmp_path: Path, record: Path
+) -> None:
+    config = config_for(tmp_path, record, auto_resume=True, auto_resume_interval_ms=1)
+    promoted = await killed_while_resuming(config, record, {"name": "k", "polls": 6, "seconds": 0.3})
+    task_id = promoted["proxy_task"]["task_id"]
     async with serving(config) as second:
         with anyio.fail_after(60):
             await second.call_tool("list_servers", {})
@@ -150,22 +155,7 @@ async def test_a_resuming_task_whose_server_was_removed_keeps_its_token_until_th
 ) -> None:
     config = config_for(tmp_path, record, auto_resume=True, auto_resume_interval_ms=1)
     args = {"name": "r", "polls": 6, "seconds": 0.3}
-    process = await anyio.open_process(serve_command(config), env={**os.environ})
-    try:
-        host = RawHost(process)
-        with anyio.fail_after(30):
-            await host.initialize()
-            await host.tool("list_servers", {})
-            promoted = await host.tool(
-                "execute_tool", {"server": "resumable", "tool": "job", "args": args, "timeout_ms": 100}
-            )
-            task_id = promoted["proxy_task"]["task_id"]
-            await wait_for_calls(record, 3)
-        process.kill()  # serve dies while the task resumes itself
-        with anyio.fail_after(20):
-            await process.wait()
-    finally:
-        await process.aclose()
+    task_id = (await killed_while_resuming(config, record, args))["proxy_task"]["task_id"]
     full = config.read_text()
     write_config(config, example_table("echo", "echo.py"))  # the user removed the server meanwhile
     async with serving(config) as without:
