@@ -1,5 +1,8 @@
 """A backend's stderr on disk: one file per backend, rotated by size while it runs.
 
+Each line is stamped with when it was read (UTC, as the journal writes time), and each start of
+the backend begins with a line saying which `serve` started it, so one run can be told from the next.
+
 The log is a convenience, never a reason for a backend to fail: an error opening or writing it
 is reported once (through `report`) and the file is left alone until the backend's next start;
 stderr is still kept in memory for `get_logs`. At most `LOG_ROTATE_BYTES` plus one line sits in
@@ -14,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from emceepee_cli.clock import now_iso
+
 LOG_ROTATE_BYTES = 1024 * 1024
 
 
@@ -25,6 +30,7 @@ class LogFile:
         self._size = 0
         if path is not None:
             self._guard(self._open)
+            self.write(f"--- started by emceepee (pid {os.getpid()}) ---")
 
     def __repr__(self) -> str:
         state = "open" if self._file else "closed"
@@ -32,7 +38,8 @@ class LogFile:
 
     def write(self, line: str) -> None:
         if self._file is not None:
-            self._guard(lambda: self._write((line + "\n").encode("utf-8", errors="replace")))
+            data = f"{now_iso()} {line}\n".encode("utf-8", errors="replace")
+            self._guard(lambda: self._write(data))
 
     def close(self) -> None:
         if self._file is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ from emceepee_cli.errors import BackendError
 from tests.support import alive
 
 pytestmark = pytest.mark.anyio
+
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 
 # Echoes each JSON-RPC line it reads back as a response; says one line on stderr, one not-JSON on stdout.
 ECHO = """
@@ -55,7 +58,10 @@ async def test_lines_go_each_way_stderr_is_kept_cut_and_the_process_ends_with_st
         f"[cut: line longer than {transport.STDERR_LINE_BYTES} bytes]"
     )
     assert info.returncode == 0 and info.describe_exit() == "exit code 0 once emceepee closed its stdin"
-    assert "started" in log.read_text() and not alive(info.pid)
+    assert not alive(info.pid)
+    marker, first = log.read_text().splitlines()[:2]  # each line stamped; each start marked
+    assert re.fullmatch(rf"{STAMP} --- started by emceepee \(pid {os.getpid()}\) ---", marker)
+    assert re.fullmatch(rf"{STAMP} started", first)
 
 
 async def test_a_backend_that_ignores_stdin_and_sigterm_is_killed_within_the_bound() -> None:
