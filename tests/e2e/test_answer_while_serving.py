@@ -24,11 +24,12 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    return write_config(
-        tmp_path / "config.toml",
-        example_table("elicit", "elicit.py"),
-        example_table("sampling", "sampling.py"),
-    )
+    return write_config(tmp_path / "config.toml", example_table("elicit", "elicit.py"))
+
+
+@pytest.fixture
+def sampling_config(tmp_path: Path) -> Path:
+    return write_config(tmp_path / "config.toml", example_table("sampling", "sampling.py"))
 
 
 async def question(client: Client, server: str, tool: str, args: dict[str, str]) -> tuple[str, str]:
@@ -77,8 +78,8 @@ async def test_emceepee_answer_at_a_terminal_reaches_the_backend(config: Path) -
     assert texts(result) == ["hello Tty"]
 
 
-async def test_a_sampling_request_is_answered_from_the_cli(config: Path) -> None:
-    async with serving(config) as client:
+async def test_a_sampling_request_is_answered_from_the_cli(sampling_config: Path) -> None:
+    async with serving(sampling_config) as client:
         with anyio.fail_after(30):
             task_id, request_id = await question(client, "sampling", "summarize", {"text": "the whole saga"})
             done = await anyio.to_thread.run_sync(

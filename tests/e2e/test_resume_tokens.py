@@ -33,12 +33,13 @@ def record(tmp_path: Path) -> Path:
     return tmp_path / "resumable.log"
 
 
-def config_for(tmp_path: Path, record: Path, **extra: Any) -> Path:
+def config_for(tmp_path: Path, record: Path, echo: bool = False, **extra: Any) -> Path:
+    """resumable and hostile; echo (an SDK backend, a second of CPU to start) only where it is called."""
     env = {"EMCEEPEE_EXAMPLE_LOG": str(record)}
     return write_config(
         tmp_path / "config.toml",
         example_table("resumable", "resumable.py", env=env, **extra),
-        example_table("echo", "echo.py"),
+        example_table("echo", "echo.py") if echo else "",
         hostile_table("hostile", auto_resume=True, auto_resume_limit=3, auto_resume_interval_ms=1),
     )
 
@@ -177,7 +178,7 @@ async def test_a_resuming_task_whose_server_was_removed_keeps_its_token_until_th
 async def test_a_tasks_own_resume_token_gets_its_result_and_forgeries_are_refused(
     tmp_path: Path, record: Path
 ) -> None:
-    config = config_for(tmp_path, record)
+    config = config_for(tmp_path, record, echo=True)
     process = await anyio.open_process(serve_command(config), env={**os.environ})
     try:
         host = RawHost(process)

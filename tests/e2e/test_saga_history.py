@@ -22,13 +22,17 @@ def record(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def config(tmp_path: Path, record: Path) -> Path:
+def modern_config(tmp_path: Path, record: Path) -> Path:
     env = {"EMCEEPEE_EXAMPLE_LOG": str(record)}
     return write_config(
-        tmp_path / "config.toml",
-        example_table("elicit", "elicit.py", env=env),
-        example_table("modern", "modern.py", env=env, protocol="modern"),
+        tmp_path / "config.toml", example_table("modern", "modern.py", env=env, protocol="modern")
     )
+
+
+@pytest.fixture
+def elicit_config(tmp_path: Path, record: Path) -> Path:
+    env = {"EMCEEPEE_EXAMPLE_LOG": str(record)}
+    return write_config(tmp_path / "config.toml", example_table("elicit", "elicit.py", env=env))
 
 
 async def resume(client: Client, token: str, steps: list[dict[str, Any]]) -> Any:
@@ -36,9 +40,9 @@ async def resume(client: Client, token: str, steps: list[dict[str, Any]]) -> Any
 
 
 async def test_a_repeated_step_with_another_answer_is_refused_and_nothing_changes(
-    config: Path, record: Path
+    modern_config: Path, record: Path
 ) -> None:
-    async with serving(config) as client:
+    async with serving(modern_config) as client:
         with anyio.fail_after(40):
             await started(client)
             first = payload(
@@ -66,9 +70,9 @@ async def test_a_repeated_step_with_another_answer_is_refused_and_nothing_change
 
 
 async def test_an_error_object_reaches_a_handshake_era_backend_as_that_error(
-    config: Path, record: Path
+    elicit_config: Path, record: Path
 ) -> None:
-    async with serving(config) as client:
+    async with serving(elicit_config) as client:
         with anyio.fail_after(40):
             await started(client)
             promoted = payload(

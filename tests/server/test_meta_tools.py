@@ -9,7 +9,7 @@ import mcp_types as types
 import pytest
 
 from emceepee_cli.config import load_config
-from tests.support import emceepee, example_table, payload, texts, write_config
+from tests.support import emceepee, example_table, hostile_table, payload, texts, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -19,19 +19,31 @@ def record(tmp_path: Path) -> Path:
     return tmp_path / "backend.log"
 
 
+def make_config(tmp_path: Path, record: Path, *names: str, stdlib: tuple[str, ...] = ()) -> Path:
+    """A config with only the named backends (each SDK backend costs a second of CPU to start);
+    those in `stdlib` are the stdlib hostile backend under that name, where only the name matters."""
+    tables = {
+        "echo": example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)}),
+        "many": example_table("many", "many_tools.py"),
+        "crashy": example_table("crashy", "crashy.py"),
+        "ghost": '[servers.ghost]\ncommand = "emceepee-test-no-such-command"\n',
+    }
+    chosen = [hostile_table(name) if name in stdlib else tables[name] for name in names]
+    return write_config(tmp_path / "config.toml", *chosen)
+
+
 @pytest.fixture
-def config(tmp_path: Path, record: Path) -> Path:
-    return write_config(
-        tmp_path / "config.toml",
-        example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)}),
-        example_table("many", "many_tools.py"),
-        example_table("crashy", "crashy.py"),
-        '[servers.ghost]\ncommand = "emceepee-test-no-such-command"\n',
-    )
+def echo_config(tmp_path: Path, record: Path) -> Path:
+    return make_config(tmp_path, record, "echo")
 
 
-async def test_the_host_sees_the_fixed_meta_tools(config: Path) -> None:
-    async with emceepee(config) as client:
+@pytest.fixture
+def crashy_config(tmp_path: Path, record: Path) -> Path:
+    return make_config(tmp_path, record, "crashy")
+
+
+async def test_the_host_sees_the_fixed_meta_tools(echo_config: Path) -> None:
+    async with emceepee(echo_config) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
     assert names == {
         "list_servers",
@@ -58,7 +70,10 @@ async def test_the_host_sees_the_fixed_meta_tools(config: Path) -> None:
     }
 
 
-async def test_list_servers_shows_ready_backends_and_a_missing_command_as_failed(config: Path) -> None:
+async def test_list_servers_shows_ready_backends_and_a_missing_command_as_failed(
+    tmp_path: Path, record: Path
+) -> None:
+    config = make_config(tmp_path, record, "echo", "many", "ghost")
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             await client.call_tool("list_tools", {})  # waits (bounded) for backends still starting
@@ -72,7 +87,8 @@ async def test_list_servers_shows_ready_backends_and_a_missing_command_as_failed
     assert "not found" in servers["ghost"]["last_error"]
 
 
-async def test_execute_tool_passes_the_backend_result_through_unchanged(config: Path) -> None:
+async def test_execute_tool_passes_the_backend_result_through_unchanged(tmp_path: Path, record: Path) -> None:
+    config = make_config(tmp_path, record, "echo", "many")
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             echoed = await client.call_tool(
@@ -94,9 +110,9 @@ async def test_execute_tool_passes_the_backend_result_through_unchanged(config: 
 
 
 async def test_invalid_args_are_refused_with_the_field_named_and_never_sent(
-    config: Path, record: Path
+    echo_config: Path, record: Path
 ) -> None:
-    async with emceepee(config) as client:
+    async with emceepee(echo_config) as client:
         with anyio.fail_after(20):
             result = await client.call_tool(
                 "execute_tool", {"server": "echo", "tool": "slow", "args": {"seconds": "x"}}
@@ -106,7 +122,9 @@ async def test_invalid_args_are_refused_with_the_field_named_and_never_sent(
     assert "started slow" not in (record.read_text() if record.exists() else "")
 
 
-async def test_unknown_names_get_errors_that_list_the_choices(config: Path) -> None:
+async def test_unknown_names_get_errors_that_list_the_choices(tmp_path: Path, record: Path) -> None:
+    # only echo's tools matter here; the others need only their names
+    config = make_config(tmp_path, record, "echo", "many", "crashy", "ghost", stdlib=("many", "crashy"))
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             no_server = await client.call_tool("execute_tool", {"server": "gh", "tool": "x"})
@@ -119,7 +137,8 @@ async def test_unknown_names_get_errors_that_list_the_choices(config: Path) -> N
     assert bad_meta_args.is_error and "'tool' is a required property" in texts(bad_meta_args)[0]
 
 
-async def test_resources_templates_and_prompts_pass_through(config: Path) -> None:
+async def test_resources_templates_and_prompts_pass_through(tmp_path: Path, record: Path) -> None:
+    config = make_config(tmp_path, record, "echo", "many")
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             listing = payload(await client.call_tool("list_resources", {"server": "echo"}))
@@ -141,8 +160,8 @@ async def test_resources_templates_and_prompts_pass_through(config: Path) -> Non
     assert len(prompts["servers"][0]["prompts"]) == 7  # walked across two pages
 
 
-async def test_a_backend_crashing_mid_call_fails_fast_then_is_restarted(config: Path) -> None:
-    async with emceepee(config) as client:
+async def test_a_backend_crashing_mid_call_fails_fast_then_is_restarted(crashy_config: Path) -> None:
+    async with emceepee(crashy_config) as client:
         with anyio.fail_after(20):
             await client.call_tool("execute_tool", {"server": "crashy", "tool": "ok"})
         with anyio.fail_after(2):
@@ -159,8 +178,10 @@ async def test_a_backend_crashing_mid_call_fails_fast_then_is_restarted(config: 
     assert servers["crashy"]["restarts"] == 1 and servers["crashy"]["status"] == "ready"
 
 
-async def test_garbage_on_a_backends_stdout_is_logged_and_the_backend_keeps_working(config: Path) -> None:
-    async with emceepee(config) as client:
+async def test_garbage_on_a_backends_stdout_is_logged_and_the_backend_keeps_working(
+    crashy_config: Path,
+) -> None:
+    async with emceepee(crashy_config) as client:
         with anyio.fail_after(20):
             survived = await client.call_tool("execute_tool", {"server": "crashy", "tool": "garbage"})
             logs = payload(await client.call_tool("get_logs", {"server": "crashy", "level": "error"}))["logs"]
@@ -168,8 +189,8 @@ async def test_garbage_on_a_backends_stdout_is_logged_and_the_backend_keeps_work
     assert any("not JSON-RPC" in entry["message"] for entry in logs)
 
 
-async def test_a_new_tool_announced_by_list_changed_can_be_called(config: Path) -> None:
-    async with emceepee(config) as client:
+async def test_a_new_tool_announced_by_list_changed_can_be_called(echo_config: Path) -> None:
+    async with emceepee(echo_config) as client:
         with anyio.fail_after(20):
             await client.call_tool(
                 "execute_tool", {"server": "echo", "tool": "add_tool", "args": {"name": "zeta"}}
@@ -182,7 +203,8 @@ async def test_a_new_tool_announced_by_list_changed_can_be_called(config: Path) 
     assert "notifications/tools/list_changed" in [n["method"] for n in notes]
 
 
-async def test_backend_logs_and_stderr_are_kept_for_get_logs(config: Path) -> None:
+async def test_backend_logs_and_stderr_are_kept_for_get_logs(tmp_path: Path, record: Path) -> None:
+    config = make_config(tmp_path, record, "echo", "crashy")
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             await client.call_tool(
@@ -197,13 +219,13 @@ async def test_backend_logs_and_stderr_are_kept_for_get_logs(config: Path) -> No
     assert any(e["source"] == "stderr" and "about to crash" in e["message"] for e in crashy_logs)
 
 
-async def test_progress_from_the_backend_is_relayed_to_the_host(config: Path) -> None:
+async def test_progress_from_the_backend_is_relayed_to_the_host(echo_config: Path) -> None:
     seen: list[float] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(progress)
 
-    async with emceepee(config) as client:
+    async with emceepee(echo_config) as client:
         with anyio.fail_after(20):
             result = await client.call_tool(
                 "execute_tool",
@@ -215,11 +237,13 @@ async def test_progress_from_the_backend_is_relayed_to_the_host(config: Path) ->
 
 
 async def test_add_server_starts_and_saves_it_and_remove_server_undoes_both(
-    config: Path, tmp_path: Path
+    tmp_path: Path, record: Path
 ) -> None:
     import sys
 
     from tests.support import EXAMPLES
+
+    config = make_config(tmp_path, record, "echo", stdlib=("echo",))  # the added one is an SDK backend
 
     async with emceepee(config) as client:
         with anyio.fail_after(30):
@@ -245,7 +269,8 @@ async def test_add_server_starts_and_saves_it_and_remove_server_undoes_both(
     assert gone.is_error and "Unknown server 'echo2'" in texts(gone)[0]
 
 
-async def test_add_server_refuses_a_name_that_exists_and_bad_shapes(config: Path) -> None:
+async def test_add_server_refuses_a_name_that_exists_and_bad_shapes(tmp_path: Path, record: Path) -> None:
+    config = make_config(tmp_path, record, "echo", stdlib=("echo",))  # only its name is needed
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             twice = await client.call_tool("add_server", {"name": "echo", "command": "x"})
@@ -259,7 +284,7 @@ async def test_add_server_refuses_a_name_that_exists_and_bad_shapes(config: Path
 async def test_a_broken_server_table_is_reported_and_the_rest_still_load(tmp_path: Path) -> None:
     config = write_config(
         tmp_path / "config.toml",
-        example_table("echo", "echo.py"),
+        hostile_table("echo"),  # any backend that answers echo shows the rest loaded
         '[servers.typo]\ncomand = "x"\n',
     )
     async with emceepee(config) as client:

@@ -25,20 +25,31 @@ def record(tmp_path: Path) -> Path:
     return tmp_path / "backend.log"
 
 
-def make_config(tmp_path: Path, record: Path, defaults: str = "") -> Path:
+def make_config(tmp_path: Path, record: Path, defaults: str = "", server: str = "elicit") -> Path:
+    """A config with the one backend a test asks (each SDK backend costs a second of CPU to start)."""
     env = {"EMCEEPEE_EXAMPLE_LOG": str(record)}
-    return write_config(
-        tmp_path / "config.toml",
-        defaults,
-        example_table("elicit", "elicit.py", env=env),
-        example_table("sampling", "sampling.py", env=env),
-        example_table("modern", "modern.py", env=env, protocol="modern"),
-    )
+    tables = {
+        "elicit": example_table("elicit", "elicit.py", env=env),
+        "sampling": example_table("sampling", "sampling.py", env=env),
+        "modern": example_table("modern", "modern.py", env=env, protocol="modern"),
+    }
+    return write_config(tmp_path / "config.toml", defaults, tables[server])
 
 
 @pytest.fixture
 def config(tmp_path: Path, record: Path) -> Path:
+    """The elicit backend, which most tests here ask their questions through."""
     return make_config(tmp_path, record)
+
+
+@pytest.fixture
+def sampling_config(tmp_path: Path, record: Path) -> Path:
+    return make_config(tmp_path, record, server="sampling")
+
+
+@pytest.fixture
+def modern_config(tmp_path: Path, record: Path) -> Path:
+    return make_config(tmp_path, record, server="modern")
 
 
 async def ask(client: Client, question: str = "Who are you?") -> dict[str, Any]:
@@ -163,8 +174,8 @@ async def test_a_host_that_fails_to_answer_leaves_the_question_parked(config: Pa
     assert texts(result) == ["declined"]
 
 
-async def test_sampling_is_answered_by_the_model(config: Path, record: Path) -> None:
-    async with emceepee(config) as client:
+async def test_sampling_is_answered_by_the_model(sampling_config: Path, record: Path) -> None:
+    async with emceepee(sampling_config) as client:
         with anyio.fail_after(20):
             promoted = payload(
                 await client.call_tool(
@@ -225,9 +236,9 @@ async def test_a_backend_dying_rejects_its_questions(config: Path) -> None:
 
 
 async def test_a_modern_backend_suspends_twice_and_is_resumed_through_resume_tool(
-    config: Path, record: Path
+    modern_config: Path, record: Path
 ) -> None:
-    async with emceepee(config) as client:
+    async with emceepee(modern_config) as client:
         with anyio.fail_after(30):
             first = payload(
                 await client.call_tool(
@@ -263,8 +274,8 @@ async def test_a_modern_backend_suspends_twice_and_is_resumed_through_resume_too
     assert record.read_text().count("answer ") == 2
 
 
-async def test_a_tampered_or_foreign_saga_token_is_refused(config: Path) -> None:
-    async with emceepee(config) as client:
+async def test_a_tampered_or_foreign_saga_token_is_refused(modern_config: Path) -> None:
+    async with emceepee(modern_config) as client:
         with anyio.fail_after(30):
             first = payload(
                 await client.call_tool(

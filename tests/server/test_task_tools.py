@@ -19,17 +19,20 @@ def record(tmp_path: Path) -> Path:
     return tmp_path / "backend.log"
 
 
-def make_config(tmp_path: Path, record: Path, defaults: str = "") -> Path:
-    return write_config(
-        tmp_path / "config.toml",
-        defaults,
-        example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)}),
-        example_table("crashy", "crashy.py"),
-    )
+def make_config(
+    tmp_path: Path, record: Path, defaults: str = "", servers: tuple[str, ...] = ("echo",)
+) -> Path:
+    """A config with the backends a test uses (each SDK backend costs a second of CPU to start)."""
+    tables = {
+        "echo": example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)}),
+        "crashy": example_table("crashy", "crashy.py"),
+    }
+    return write_config(tmp_path / "config.toml", defaults, *(tables[name] for name in servers))
 
 
 @pytest.fixture
 def config(tmp_path: Path, record: Path) -> Path:
+    """The echo backend, which most tests here call."""
     return make_config(tmp_path, record)
 
 
@@ -117,7 +120,8 @@ async def test_await_activity_wakes_when_a_task_completes_and_delivers_each_even
     }
 
 
-async def test_events_ride_on_any_response_exactly_once(config: Path) -> None:
+async def test_events_ride_on_any_response_exactly_once(tmp_path: Path, record: Path) -> None:
+    config = make_config(tmp_path, record, servers=("echo", "crashy"))  # each one's connect event
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             listing = await client.call_tool("list_tools", {})  # waits for both backends to connect
@@ -141,7 +145,8 @@ async def test_events_ride_on_any_response_exactly_once(config: Path) -> None:
     assert "events_since_last_response" not in after.structured_content
 
 
-async def test_a_backend_dying_fails_its_task_with_the_reason(config: Path) -> None:
+async def test_a_backend_dying_fails_its_task_with_the_reason(tmp_path: Path, record: Path) -> None:
+    config = make_config(tmp_path, record, servers=("crashy",))
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             promoted = payload(
