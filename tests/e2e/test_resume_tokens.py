@@ -158,7 +158,7 @@ async def test_a_resuming_task_whose_server_was_removed_keeps_its_token_until_th
     args = {"name": "r", "polls": 6, "seconds": 0.3}
     task_id = (await killed_while_resuming(config, record, args))["proxy_task"]["task_id"]
     full = config.read_text()
-    write_config(config, example_table("echo", "echo.py"))  # the user removed the server meanwhile
+    write_config(config, hostile_table("hostile"))  # the user removed the server meanwhile
     async with serving(config) as without:
         with anyio.fail_after(60):
             await without.call_tool("list_servers", {})
