@@ -96,7 +96,6 @@ def _properties(value: Any, schema: Mapping[str, Any], depth: int) -> Check:
     if not isinstance(value, Mapping):
         raise _Unknown
     subs = {name: _compile(sub, depth + 1) for name, sub in value.items()}
-
     return lambda v: type(v) is not dict or all(sub(v[name]) for name, sub in subs.items() if name in v)
 
 
