@@ -434,7 +434,7 @@ def test_an_unknown_field_with_no_close_match_lists_the_known_ones() -> None:
     known = (
         "command, args, env, cwd, url, headers, enabled, protocol, elicitation, sampling, pass_env, "
         "follow_next_tool, max_chain_depth, auto_resume, auto_resume_limit, auto_resume_interval_ms, "
-        "confirm_destructive, tools, confirm, roots, expose"
+        "confirm_destructive, tools, confirm, approval_by, roots, expose"
     )
     assert problem.endswith(f"unknown field; known: {known}")
 
@@ -684,3 +684,23 @@ def test_a_server_root_that_is_not_a_directory_leaves_the_server_out(tmp_path: P
 
     assert config.servers == {}
     assert [(p.server, p.field) for p in config.problems] == [("a", "roots")]
+
+
+def test_approval_by_names_people_by_default_and_takes_only_known_answerers() -> None:
+    write_config(
+        '[defaults]\napproval_by = ["cli"]\n\n[servers.a]\ncommand = "a"\napproval_by = ["host", "model"]\n'
+        '[servers.b]\ncommand = "b"\n'
+    )
+    config = load_config()
+    assert config.defaults.approval_by == ("cli",) and config.problems == ()
+    assert config.servers["a"].approval_by == ("host", "model") and config.servers["b"].approval_by is None
+    assert Defaults().approval_by == ("host", "cli")  # a person, not the model that made the call
+    assert problems_of('[servers.a]\ncommand = "a"\napproval_by = ["robot"]\n') == [
+        "config.toml: server 'a', field 'approval_by': must list some of host, cli, model (got 'robot')"
+    ]
+    assert problems_of('[servers.a]\ncommand = "a"\napproval_by = []\n') == [
+        "config.toml: server 'a', field 'approval_by': must list some of host, cli, model (got an empty list)"
+    ]
+    assert problems_of('[defaults]\napproval_by = "cli"\n') == [
+        "config.toml: field 'defaults.approval_by': must be an array of strings (got 'cli')"
+    ]

@@ -20,6 +20,7 @@ from emceepee_cli import paths
 from emceepee_cli.config.expand import RefError
 from emceepee_cli.config.globs import glob_problem
 from emceepee_cli.config.model import (
+    APPROVERS,
     EXPOSES,
     POLICIES,
     PROTOCOLS,
@@ -121,12 +122,17 @@ def _parse_defaults(raw: object) -> tuple[Defaults, list[ConfigProblem]]:
     problems = [_unknown(None, f"defaults.{key}", known) for key in table if key not in known]
     r, base = _Reader(table, None, "defaults."), Defaults()
     # Each default is a boolean, a positive integer or a policy; its built-in value says which.
-    special = {"roots", "expose", "pass_env"}
+    special = {"roots", "expose", "pass_env", "approval_by"}
     values: dict[str, Any] = {
         name: _default(r, name, value) for name, value in vars(base).items() if name not in special
     }
     values["pass_env"] = _pass_env(r)
-    defaults = Defaults(**values, roots=_roots(r), expose=r.choice("expose", EXPOSES, base.expose))
+    defaults = Defaults(
+        **values,
+        roots=_roots(r),
+        expose=r.choice("expose", EXPOSES, base.expose),
+        approval_by=_approvers(r) or base.approval_by,
+    )
     if defaults.task_ttl_ms > defaults.task_ttl_max_ms:
         r.add("task_ttl_ms", f"must not exceed task_ttl_max_ms (got {defaults.task_ttl_ms})")
         defaults = replace(defaults, task_ttl_ms=min(base.task_ttl_ms, defaults.task_ttl_max_ms))
@@ -188,6 +194,7 @@ def parse_server(name: str, raw: object) -> tuple[ServerSpec | None, list[Config
         confirm_destructive=r.optional_boolean("confirm_destructive"),
         tools=_tool_patterns(r),
         confirm=_globs(r, "confirm", r.strings("confirm")),
+        approval_by=_approvers(r),
         roots=_roots(r),
         expose=r.choice("expose", EXPOSES),
     )
@@ -227,6 +234,22 @@ def _globs(r: _Reader, key: str, values: tuple[str, ...]) -> tuple[str, ...]:
         if problem:
             r.add(f"{key}[{i}]", problem)
     return values
+
+
+def _approvers(r: _Reader) -> tuple[str, ...] | None:
+    """`approval_by`: who may accept an approval, some of host, cli and model (None: not given)."""
+    if "approval_by" not in r.table:
+        return None
+    before = len(r.problems)
+    names = r.strings("approval_by")
+    if len(r.problems) > before:  # not an array of strings: said so
+        return None
+    wrong = [name for name in names if name not in APPROVERS]
+    if wrong or not names:
+        shown = ", ".join(repr(name) for name in wrong) or "an empty list"
+        r.add("approval_by", f"must list some of {', '.join(APPROVERS)} (got {shown})")
+        return None
+    return tuple(dict.fromkeys(names))
 
 
 def _roots(r: _Reader) -> tuple[str, ...]:

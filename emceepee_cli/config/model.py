@@ -22,6 +22,9 @@ Expose = Literal["meta", "direct", "both"]
 POLICIES: tuple[str, ...] = ("auto", "forward", "park")
 PROTOCOLS: tuple[str, ...] = ("legacy", "modern", "auto")
 EXPOSES: tuple[str, ...] = ("meta", "direct", "both")
+# Who may accept an approval: a person through the host's own prompt, a person at a terminal
+# (`emceepee answer`), or the model itself through the answer tools. Anyone may decline one.
+APPROVERS: tuple[str, ...] = ("host", "cli", "model")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class ServerSpec:
     confirm_destructive: bool | None = None
     tools: dict[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])  # allow, deny
     confirm: tuple[str, ...] = ()
+    approval_by: tuple[str, ...] | None = None  # else [defaults] approval_by
     roots: tuple[str, ...] = ()  # directories this backend sees as its roots; else the host's
     expose: Expose | None = None  # else [defaults] expose
 
@@ -95,6 +99,7 @@ class Defaults:
     auto_resume_limit: int = 50  # re-issues per call
     auto_resume_interval_ms: int = 1000  # between re-issues
     confirm_destructive: bool = False  # ask before a tool annotated destructiveHint runs
+    approval_by: tuple[str, ...] = ("host", "cli")  # who may accept an approval: by default a person
     roots: tuple[str, ...] = ()  # backends' roots when neither their own nor the host's are given
     expose: Expose = "meta"  # backend tools on the host's tools/list: meta-tools only, directly, or both
     direct_name_max: int = 64  # longest `server__tool` name in direct mode (model APIs allow 64)

@@ -47,6 +47,7 @@ def answer_question(
             hint=f"Answer it with {ANSWERED_WITH[Kind(row['kind'])]}.",
         )
     status, answer = check_answer(row, answer)
+    check_approver(row, answer, by)
     settled = journal.settle_pending(row["request_id"], status, answer=answer, by=by)
     now = journal.pending_row(row["request_id"]) or row
     if not settled:
@@ -78,6 +79,27 @@ def who_delivers(journal: Journal, row: PendingRow) -> str:
         f"The emceepee process that asked question {row['request_id']} {seen} is gone, so no backend is "
         f"waiting for the answer. Nothing was answered.",
         hint="Call the tool again from your MCP host; it will ask again.",
+    )
+
+
+def check_approver(row: PendingRow, answer: dict[str, Any], by: str) -> None:
+    """An approval is accepted only by whom the server's `approval_by` names (anyone may decline)."""
+    if row.get("purpose") != "approval" or answer.get("action") != "accept":
+        return
+    allowed = json.loads(str(row.get("approval") or "{}")).get("by")
+    if not isinstance(allowed, list) or by in allowed:  # journaled before approval_by existed: anyone
+        return
+    request_id = row["request_id"]
+    ways = {
+        "host": "by the user in their MCP client",
+        "cli": f"by the user in a terminal (`emceepee answer {request_id}`)",
+        "model": "by the model (respond_to_elicitation)",
+    }
+    raise UsageError(
+        f"Approval {request_id} can be accepted only {' or '.join(ways[w] for w in allowed if w in ways)} "
+        f"(approval_by = {json.dumps(allowed)} for '{row['server']}'), not by the {by}. It is still pending.",
+        hint="Ask the user to approve it that way, or decline it. Letting the model approve "
+        "this server's calls is the user's choice: \"model\" in approval_by.",
     )
 
 

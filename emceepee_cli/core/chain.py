@@ -120,7 +120,7 @@ class Hooks(Protocol):
     """What a chain needs from the tasks: run one request, ask an approval, journal."""
 
     async def call_step(self, step: Step, token: str | None) -> tuple[types.CallToolResult, str | None]: ...
-    async def approve(self, step: Step, reason: str) -> PendingRow: ...
+    async def approve(self, step: Step, reason: str, by: tuple[str, ...]) -> PendingRow: ...
     async def keep(self) -> None: ...  # journal the call as a task (it has more than one result)
     async def record(self) -> None: ...  # journal the steps that changed
     async def write_ahead(self, token: str, auto: bool) -> None: ...  # the token the next request carries
@@ -171,7 +171,7 @@ class Chain:
         first = Step(len(self.steps) + 1, "call", tool, args)
         reason = policy.approval_reason(self.spec, self.defaults, await self.backend.tool(tool))
         if reason is not None:
-            row = await self.hooks.approve(first, reason)
+            row = await self.hooks.approve(first, reason, policy.approvers(self.spec, self.defaults))
             if row["status"] != "accepted":
                 return not_called(self.server, first, row)
         return await self.go_on(first, token)
@@ -290,7 +290,8 @@ class Chain:
         reason = policy.approval_reason(self.spec, self.defaults, listed)
         if reason is None:
             return None
-        row = await self.hooks.approve(Step(len(self.steps) + 1, "chain", tool, args), reason)
+        step = Step(len(self.steps) + 1, "chain", tool, args)
+        row = await self.hooks.approve(step, reason, policy.approvers(self.spec, self.defaults))
         if row["status"] == "accepted":
             return None
         why = "expired" if row["status"] == "expired" else "declined"

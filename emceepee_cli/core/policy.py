@@ -73,6 +73,12 @@ class Follow:
     auto_resume_interval_ms: int
 
 
+def approvers(spec: ServerSpec, defaults: Defaults) -> tuple[str, ...]:
+    """Who may accept this server's approvals (`approval_by`): by default a person, through the
+    host's own prompt or at a terminal, not the model that made the call."""
+    return tuple(setting(spec, defaults, "approval_by"))
+
+
 def setting(spec: ServerSpec, defaults: Defaults, name: str, override: Any = None) -> Any:
     """A per-call override, else the server's own value, else the [defaults] one."""
     if override is not None:

@@ -135,7 +135,7 @@ class Questions:
             server,
             {"request_id": question.request_id, "kind": kind, "task_id": task_id, "correlation": correlation},
         )
-        if self._should_forward(server, kind, params):
+        if self._should_forward(server, kind, params, approval):
             question.forwarding = True
             self.runtime.spawn(self._forward, question, name=f"forward {question.request_id}")
         elif blocks_call:
@@ -203,8 +203,12 @@ class Questions:
 
     # ---- forwarding to the host ---------------------------------------------------------------
 
-    def _should_forward(self, server: str, kind: str, params: dict[str, Any]) -> bool:
+    def _should_forward(
+        self, server: str, kind: str, params: dict[str, Any], approval: dict[str, Any] | None = None
+    ) -> bool:
         why = self.host.why_not(self.policy(server, kind), kind, params)
+        if why is None and approval is not None and "host" not in approval.get("by", ("host",)):
+            why = "approval_by does not name the host"
         if why is not None:
             self.log(server, "info", f"{kind} request not forwarded to the host: {why}; parked", "emceepee")
             logger.info("backend %s: %s request not forwarded to the host: %s; parked", server, kind, why)

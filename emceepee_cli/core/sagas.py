@@ -27,7 +27,7 @@ import mcp_types as types
 from pydantic import BaseModel
 
 from emceepee_cli import paths
-from emceepee_cli.core.answers import check_answer, step_answer
+from emceepee_cli.core.answers import check_answer, check_approver, step_answer
 from emceepee_cli.errors import UsageError
 from emceepee_cli.store.records import Kind, PendingRow, params_of, question_json
 
@@ -178,6 +178,7 @@ def plan(task_id: str, rows: list[PendingRow], steps: list[dict[str, Any]]) -> l
             continue
         answer = step_answer(row["kind"], entry.get("result"))
         check_answer(row, answer)
+        check_approver(row, answer, "model")  # resume_tool is the model's
         planned.append(Planned(row, answer=answer))
     return planned
 

@@ -115,8 +115,9 @@ class Stepper:
             progress=progress,
         )
 
-    async def approve(self, step: Step, reason: str) -> PendingRow:
-        """Ask whoever can answer whether the step may run; its question's settled row."""
+    async def approve(self, step: Step, reason: str, by: tuple[str, ...]) -> PendingRow:
+        """Ask whether the step may run (`by`: who may accept; anyone may decline); its question's
+        settled row."""
         shown = json.dumps(step.args or {}, ensure_ascii=False)
         if len(shown) > SHOWN_ARGS_CHARS:
             shown = shown[:SHOWN_ARGS_CHARS] + "…"
@@ -125,7 +126,7 @@ class Stepper:
             "Accept to run it, decline to skip it."
         )
         approval: dict[str, Any] = {"tool": step.tool, "arguments": step.args or {}, "reason": reason}
-        approval["step"] = step.n
+        approval["step"], approval["by"] = step.n, list(by)
         question = await self.questions.ask(
             self.call.server,
             Kind.ELICITATION,

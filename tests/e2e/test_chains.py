@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import mcp_types as types
 import pytest
 from mcp import Client
 
@@ -222,6 +223,69 @@ async def test_a_declined_approval_is_a_clear_result_and_the_tool_never_runs(
     assert not_called.structured_content["called"] is False
     assert task["task"]["status"] == "completed"
     assert called(record) == ["make_draft"]
+
+
+async def test_the_model_cannot_accept_its_own_approval_unless_approval_by_names_it(
+    tmp_path: Path, record: Path
+) -> None:
+    async with serving(chain_config(tmp_path, record, confirm=["delete_*"])) as client:
+        with anyio.fail_after(60):
+            await started(client)
+            task_id, step = await approval_step(client)
+            accept = {"request_id": step["step_id"], "action": "accept"}
+            refused = await client.call_tool("respond_to_elicitation", accept)
+            still = payload(await client.call_tool("get_task", {"task_id": task_id}))
+            ran_meanwhile = called(record)
+            answered = await anyio.to_thread.run_sync(
+                lambda: run_cli("answer", step["step_id"], "--content", "{}")
+            )
+            done = await client.call_tool("get_task_result", {"task_id": task_id})
+    assert step["approval"]["by"] == ["host", "cli"]
+    assert refused.is_error and "not by the model. It is still pending." in texts(refused)[0]
+    assert f"emceepee answer {step['step_id']}" in texts(refused)[0]
+    assert still["task"]["status"] == "working" and ran_meanwhile == ["make_draft"]
+    assert answered.returncode == 0, answered.stderr
+    assert texts(done)[0] == 'delete_draft got {"draft_id": "draft-t"}'
+
+    model_may = tmp_path / "model"
+    model_may.mkdir()
+    config = chain_config(model_may, record, confirm=["delete_*"], approval_by=["model"])
+    async with serving(config) as client:
+        with anyio.fail_after(60):
+            await started(client)
+            task_id, step = await approval_step(client)
+            await client.call_tool(
+                "respond_to_elicitation", {"request_id": step["step_id"], "action": "accept"}
+            )
+            done = await client.call_tool("get_task_result", {"task_id": task_id})
+    assert texts(done)[0] == 'delete_draft got {"draft_id": "draft-t"}'
+
+
+async def test_an_approval_reaches_the_host_only_if_approval_by_names_it(
+    tmp_path: Path, record: Path
+) -> None:
+    asked: list[str] = []
+
+    async def person(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={})
+
+    async with serving(
+        chain_config(tmp_path, record, confirm=["delete_*"]), elicitation_callback=person
+    ) as c:
+        with anyio.fail_after(60):
+            await started(c)
+            approved = await call(c, "chain", "make_draft", {"title": "t"}, timeout_ms=30_000)
+    cli_only = tmp_path / "cli"
+    cli_only.mkdir()
+    config = chain_config(cli_only, record, confirm=["delete_*"], approval_by=["cli"])
+    async with serving(config, elicitation_callback=person) as c:
+        with anyio.fail_after(60):
+            await started(c)
+            _, step = await approval_step(c)
+    assert len(asked) == 1 and asked[0].startswith("Allow chain.delete_draft")  # the first serve only
+    assert texts(approved)[0] == 'delete_draft got {"draft_id": "draft-t"}'
+    assert step["approval"]["by"] == ["cli"]
 
 
 async def test_malformed_or_huge_suggestions_are_not_followed_and_serve_goes_on(

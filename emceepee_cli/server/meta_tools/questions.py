@@ -86,8 +86,9 @@ async def respond_to_sampling(services: Services, args: dict[str, Any], call: Ca
     "Resume a suspended tool call (a task shown with a `saga`): give the saga_token and an answer "
     "for its steps — for an elicitation step `result` is {action, content} (or just the content, "
     "meaning accept); for a sampling step, the completion text; `error` (a message or {code, message, "
-    "data}) instead refuses the step. An approval step (purpose 'approval') is answered {action: 'accept'} "
-    "to run the tool or {action: 'decline'} to skip it. "
+    "data}) instead refuses the step. An approval step (purpose 'approval') is declined {action: 'decline'} "
+    "to skip the tool; it is accepted only by whom its approval.by names (by default the user, in their "
+    "client or with `emceepee answer`; 'model' there lets you accept it). "
     "Waits (capped) for the next suspension or the result.",
     {
         "saga_token": {"type": "string", "description": "The saga_token, exactly as given."},
