@@ -128,10 +128,30 @@ class Hooks(Protocol):
 
 @dataclass
 class Stop:
-    reason: str
+    reason: str  # one of STOPS
     message: str
     suggested: dict[str, Any] | None = None
     how: bool = True
+
+    def __post_init__(self) -> None:
+        if self.reason not in STOPS:
+            raise ValueError(f"{self.reason!r} is not a reason a chain stops for (see STOPS)")
+
+
+# Why a chain stops before the call a result suggests (in the order they are checked; the module's
+# doc explains each); the diagrams resource draws the loop from it.
+STOPS: dict[str, str] = {
+    "not_followed": "follow_next_tool is off",
+    "malformed_suggestion": "the suggestion is malformed or huge",
+    "denied": "tools.allow / tools.deny",
+    "unknown_tool": "the backend does not list it",
+    "invalid_arguments": "its input schema refuses them",
+    "cycle": "the same call was made in this chain",
+    "depth_limit": "max_chain_depth calls were made",
+    "approval_declined": "its approval was declined",
+    "approval_expired": "its approval expired",
+    "resumable_step": "a result's resume token is not resumed",
+}
 
 
 @dataclass(eq=False)

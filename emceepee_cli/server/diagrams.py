@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from emceepee_cli.core.calls import CALL_TRANSITIONS, CallState
+from emceepee_cli.core.chain import STOPS
 from emceepee_cli.store.records import (
     ELICITATION_TRANSITIONS,
     SAMPLING_TRANSITIONS,
@@ -56,6 +57,34 @@ def lifecycle() -> str:
     )
 
 
+def chain_loop() -> str:
+    """One call's steps: approval, resumes, and each suggested next tool, until it stops (and why)."""
+
+    def edge(source: str, label: str, target: str) -> str:
+        return f'    {source} -->|"{label}"| {target}'
+
+    lines = [
+        "flowchart TD",
+        '    start(["execute_tool"]) --> approval{"needs approval?"}',
+        edge("approval", "declined or expired", 'not_called(["its result: called = false"])'),
+        edge("approval", "no, or accepted", 'call["tools/call to the backend"]'),
+        '    call --> token{"nextResumeToken?"}',
+        edge("token", "auto_resume, under auto_resume_limit", "call"),
+        edge("token", "yes, not resumed: resumable block; in a chain, resumable_step", "stopped"),
+        edge("token", "no", 'suggestion{"_meta.nextTool?"}'),
+        edge("suggestion", "no", 'done(["the last result, with tool_chain if it chained"])'),
+        edge("suggestion", "yes", 'checks{"its checks, in order"}'),
+        edge("checks", "all pass, approved if it must be", "call"),
+    ]
+    lines += [
+        edge("checks", f"{reason}: {why}", "stopped")
+        for reason, why in STOPS.items()
+        if reason != "resumable_step"
+    ]
+    lines.append('    stopped(["the last result + tool_chain.stopped"])')
+    return "\n".join(lines)
+
+
 def entities() -> str:
     return "\n".join(
         [
@@ -99,6 +128,11 @@ def diagrams() -> dict[str, Any]:
                 "name": "tool_call_lifecycle",
                 "description": "An execute_tool call, answered in time or promoted.",
                 "mermaid": lifecycle(),
+            },
+            {
+                "name": "chain_loop",
+                "description": "One call's steps: its approval, resumes, and the tools results suggest.",
+                "mermaid": chain_loop(),
             },
             {
                 "name": "entities",

@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from emceepee_cli.core.calls import CALL_TRANSITIONS
+from emceepee_cli.core.chain import STOPS, Stop
 from emceepee_cli.store.records import (
     ELICITATION_TRANSITIONS,
     SAMPLING_TRANSITIONS,
@@ -34,6 +35,7 @@ async def test_the_diagrams_resource_shows_every_state_and_transition(tmp_path: 
         "elicitation_states",
         "sampling_states",
         "tool_call_lifecycle",
+        "chain_loop",
         "entities",
     }
     for name, table in (
@@ -48,3 +50,11 @@ async def test_the_diagrams_resource_shows_every_state_and_transition(tmp_path: 
             for new in moves:
                 assert f"{old.value} --> {new.value}" in mermaid
     assert f"{TaskStatus.INTERRUPTED.value} --> [*]" in diagrams["task_states"]["mermaid"]
+    loop = diagrams["chain_loop"]["mermaid"]
+    assert loop.startswith("flowchart TD") and all(reason in loop for reason in STOPS)
+
+
+def test_a_chain_stops_only_for_a_reason_the_diagram_draws() -> None:
+    assert Stop("cycle", "Not called: …").reason == "cycle"
+    with pytest.raises(ValueError, match="not a reason a chain stops for"):
+        Stop("tired", "Not called: …")
