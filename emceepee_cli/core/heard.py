@@ -1,7 +1,9 @@
 """What backends said that is kept for asking: notifications (get_notifications) and logs (get_logs).
 
 Both are bounded, whatever a backend sends: at most `NOTIFICATIONS_KEPT` and `LOGS_KEPT`
-entries (the oldest fall off and are counted in `dropped`), a log message is cut at
+entries, and fairly: when full, the oldest entry of the server holding the most falls off
+(counted in `dropped`), so a backend that floods stderr pushes out its own lines, never a quiet
+one's start-up error. A log message is cut at
 `LOG_MESSAGE_CHARS`, notification params over `PARAMS_KEPT_BYTES` are replaced by their size,
 and a repeat of a server's latest notification (same method and params) is counted on that
 entry (`count`, `last_time`) instead of kept again.
@@ -9,6 +11,7 @@ entry (`count`, `last_time`) instead of kept again.
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections import deque
 from typing import Any
@@ -31,15 +34,49 @@ def kept_params(params: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return params, encoded
 
 
+class Kept:
+    """Entries of every server, in arrival order, at most `limit` in all; when full, the oldest of
+    the server holding the most falls off."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._by_server: dict[str, deque[tuple[int, dict[str, Any]]]] = {}
+        self._count = 0
+        self._seq = 0
+        self.dropped: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return self._count
+
+    def append(self, server: str, entry: dict[str, Any]) -> None:
+        self._seq += 1
+        self._by_server.setdefault(server, deque()).append((self._seq, entry))
+        self._count += 1
+        if self._count > self.limit:
+            fullest = max(self._by_server, key=lambda name: len(self._by_server[name]))
+            self._by_server[fullest].popleft()
+            self._count -= 1
+            self.dropped[fullest] = self.dropped.get(fullest, 0) + 1
+
+    def entries(self, server: str | None) -> list[dict[str, Any]]:
+        if server is not None:
+            return [entry for _, entry in self._by_server.get(server, ())]
+        return [entry for _, entry in heapq.merge(*self._by_server.values(), key=lambda kept: kept[0])]
+
+    def dropped_note(self, server: str | None) -> dict[str, Any]:
+        """How many older entries fell off to bound memory (the server's, or all); nothing if none."""
+        count = self.dropped.get(server, 0) if server is not None else sum(self.dropped.values())
+        return {"dropped": count} if count else {}
+
+
 class Heard:
     def __init__(self) -> None:
-        self.notifications: deque[dict[str, Any]] = deque(maxlen=NOTIFICATIONS_KEPT)
-        self.logs: deque[dict[str, Any]] = deque(maxlen=LOGS_KEPT)
-        self.dropped = {"notifications": 0, "logs": 0}
+        self.notifications = Kept(NOTIFICATIONS_KEPT)
+        self.logs = Kept(LOGS_KEPT)
         self._latest: dict[str, dict[str, Any]] = {}  # server -> its latest notification entry
 
     def __repr__(self) -> str:
-        return f"<Heard notifications={len(self.notifications)} logs={len(self.logs)} dropped={self.dropped}>"
+        return f"<Heard notifications={len(self.notifications)} logs={len(self.logs)}>"
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
         latest = self._latest.get(server)
@@ -48,7 +85,7 @@ class Heard:
             latest["last_time"] = now_iso()
             return
         entry = {"time": now_iso(), "server": server, "method": method, "params": params}
-        self._append(self.notifications, entry, "notifications")
+        self.notifications.append(server, entry)
         self._latest[server] = entry
 
     def log(self, server: str, level: str, message: str, source: str) -> None:
@@ -56,29 +93,16 @@ class Heard:
         if len(message) > LOG_MESSAGE_CHARS:
             message = message[:LOG_MESSAGE_CHARS] + f" … [cut: {len(message)} characters]"
         entry = {"time": now_iso(), "server": server, "level": level, "source": source, "message": message}
-        self._append(self.logs, entry, "logs")
+        self.logs.append(server, entry)
 
     def notifications_of(self, server: str | None, limit: int) -> dict[str, Any]:
-        rows = [n for n in self.notifications if server is None or n["server"] == server]
-        return {"notifications": rows[-limit:], **self._dropped_note("notifications")}
+        rows = self.notifications.entries(server)
+        return {"notifications": rows[-limit:], **self.notifications.dropped_note(server)}
 
     def logs_of(self, server: str | None, level: str | None, limit: int) -> dict[str, Any]:
         floor = LOG_LEVELS.index(level) if level else 0
-        rows = [
-            entry
-            for entry in self.logs
-            if (server is None or entry["server"] == server) and _severity(entry["level"]) >= floor
-        ]
-        return {"logs": rows[-limit:], **self._dropped_note("logs")}
-
-    def _append(self, buffer: deque[dict[str, Any]], entry: dict[str, Any], name: str) -> None:
-        if len(buffer) == buffer.maxlen:
-            self.dropped[name] += 1
-        buffer.append(entry)
-
-    def _dropped_note(self, name: str) -> dict[str, Any]:
-        """How many older entries (of every server) fell off to bound memory; nothing if none."""
-        return {"dropped": self.dropped[name]} if self.dropped[name] else {}
+        rows = [entry for entry in self.logs.entries(server) if _severity(entry["level"]) >= floor]
+        return {"logs": rows[-limit:], **self.logs.dropped_note(server)}
 
 
 def _severity(level: str) -> int:
