@@ -29,7 +29,8 @@ async def get_elicitations(services: Services, args: dict[str, Any], call: Call)
     "respond_to_elicitation",
     "Answer a backend's question. action 'accept' with `content` matching the question's requested_schema "
     "(checked; a wrong field is named and the question stays open), or 'decline' / 'cancel'. Ask the user "
-    "unless the answer is already known from the conversation.",
+    "unless the answer is already known from the conversation. An approval (purpose 'approval') you may "
+    "decline; you may accept it only if its approval.by includes 'model' (by default the user approves).",
     {
         "request_id": REQUEST_ID,
         "action": {"type": "string", "enum": ["accept", "decline", "cancel"]},
