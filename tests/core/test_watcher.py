@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
 import pytest
 
 from emceepee_cli.config import Defaults
@@ -42,6 +48,31 @@ def purging_watcher(p: Parts, tmp_path: Path) -> Watcher:
     return Watcher(p.aio, p.runtime, tasks, p.questions, INSTANCE, retention_s=DAY_S)
 
 
+@asynccontextmanager
+async def journal_held(p: Parts) -> AsyncIterator[None]:
+    """The journal's one worker kept busy until the block ends, so work queued meanwhile runs in
+    the order it was queued (the worker takes its jobs first come, first served)."""
+    gate, held = threading.Event(), threading.Event()
+
+    def hold(journal: Journal) -> None:
+        held.set()
+        gate.wait(30)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(p.aio.run, hold)
+        await anyio.to_thread.run_sync(held.wait, 30)
+        try:
+            yield
+        finally:
+            gate.set()
+
+
+async def queued(p: Parts, jobs: int) -> None:
+    """Until `jobs` wait for the journal's worker (the caller bounds the wait)."""
+    while p.aio._limiter.statistics().tasks_waiting < jobs:
+        await anyio.lowlevel.checkpoint()
+
+
 async def test_a_purge_runs_in_batches_that_other_journal_work_interleaves_with(tmp_path: Path) -> None:
     async with parts(tmp_path) as p:
         watcher = purging_watcher(p, tmp_path)
@@ -50,8 +81,9 @@ async def test_a_purge_runs_in_batches_that_other_journal_work_interleaves_with(
         seen: list[int] = []
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(watcher.purge)
-                await anyio.wait_all_tasks_blocked()  # the purge holds the journal's worker
+                async with journal_held(p):
+                    tg.start_soon(watcher.purge)
+                    await queued(p, 1)  # its first batch is next
                 for _ in range(3):  # each call waits for at most one batch, not for the whole purge
                     seen.append(await p.aio.run(left))
         assert total > seen[0] >= seen[1] >= seen[2] > 0
@@ -62,10 +94,16 @@ async def test_stopping_the_watcher_stops_a_purge_between_batches(tmp_path: Path
     async with parts(tmp_path) as p:
         watcher = purging_watcher(p, tmp_path)
         old_rows(p.journal, PURGE_BATCH * 6, days_ago=2)
+        total = left(p.journal)
+
+        def stop_now(journal: Journal) -> None:  # on the journal's worker, between two batches
+            anyio.from_thread.run_sync(watcher.stop)
+
         with anyio.fail_after(30):
-            async with anyio.create_task_group() as tg:
+            async with anyio.create_task_group() as tg, journal_held(p):
                 tg.start_soon(watcher.purge)
-                await anyio.wait_all_tasks_blocked()  # in its first batch: stop it there
-                watcher.stop()
-        assert left(p.journal) > 0  # it stopped early, and the rest waits for the next purge
+                await queued(p, 1)  # its first batch is next
+                tg.start_soon(p.aio.run, stop_now)  # and this right after that batch
+                await queued(p, 2)
+        assert total > left(p.journal) > 0  # it stopped after a batch; the rest waits for the next purge
         assert not watcher._purging
