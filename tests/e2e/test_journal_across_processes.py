@@ -17,6 +17,7 @@ from tests.support import (
     serve_command,
     serving,
     texts,
+    until_ready,
     write_config,
 )
 
@@ -82,6 +83,9 @@ async def test_two_serves_share_a_journal_and_the_cli_cancel_reaches_the_owner(
 ) -> None:
     async with serving(config) as owner, serving(config) as other:
         with anyio.fail_after(30):
+            # as hosts do, list first: a call to a backend still starting would say so in its status
+            await until_ready(owner, "echo")
+            await until_ready(other, "echo")
             mine = payload(
                 await owner.call_tool(
                     "execute_tool",
