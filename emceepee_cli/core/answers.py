@@ -24,6 +24,7 @@ from emceepee_cli.store.records import (
     PendingRow,
     SamplingStatus,
     TaskStatus,
+    approval_of,
     params_of,
 )
 
@@ -86,7 +87,7 @@ def check_approver(row: PendingRow, answer: dict[str, Any], by: str) -> None:
     """An approval is accepted only by whom the server's `approval_by` names (anyone may decline)."""
     if row.get("purpose") != "approval" or answer.get("action") != "accept":
         return
-    allowed = json.loads(str(row.get("approval") or "{}")).get("by")
+    allowed = approval_of(row).get("by")
     if not isinstance(allowed, list) or by in allowed:  # journaled before approval_by existed: anyone
         return
     request_id = row["request_id"]

@@ -274,6 +274,12 @@ def params_of(row: PendingRow) -> dict[str, Any]:
     return params
 
 
+def approval_of(row: PendingRow) -> dict[str, Any]:
+    """An approval's details as journaled: tool, arguments, reason, step, and who may accept it
+    (`by`); {} for any other question."""
+    return cast(dict[str, Any], json.loads(str(row.get("approval") or "{}")))
+
+
 def question_json(row: PendingRow) -> QuestionJson:
     """A pending question (elicitation or sampling) as every tool and CLI command shows it."""
     params = params_of(row)
@@ -300,5 +306,5 @@ def question_json(row: PendingRow) -> QuestionJson:
         out["error"] = row["error"]
     if row.get("purpose"):
         out["purpose"] = row["purpose"]
-        out["approval"] = json.loads(str(row.get("approval") or "{}"))
+        out["approval"] = approval_of(row)
     return cast(QuestionJson, out)  # built in the order it is shown

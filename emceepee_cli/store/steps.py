@@ -17,7 +17,7 @@ import sqlite_utils
 
 from emceepee_cli.clock import now_iso
 from emceepee_cli.store.db import mapped
-from emceepee_cli.store.records import PendingRow, StepRow
+from emceepee_cli.store.records import StepRow
 
 
 class Steps:
@@ -50,8 +50,3 @@ class Steps:
             "UPDATE pending SET error_detail = ? WHERE request_id = ? AND status = 'pending'",
             [json.dumps(detail), request_id],
         )
-
-
-def question_extras(row: PendingRow) -> dict[str, object]:
-    """An approval's details as journaled ({} for any other question)."""
-    return cast(dict[str, object], json.loads(str(row.get("approval") or "{}")))
