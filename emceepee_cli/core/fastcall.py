@@ -21,6 +21,7 @@ A JSON-RPC error, a malformed answer, a dying backend or a broken pipe fail thro
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -151,8 +152,8 @@ def canonical(result: dict[str, Any], body: bytes | None) -> bytes | None:
         if not isinstance(block["text"], str):
             return None
         blocks.append({"text": block["text"], "type": "text"})
-    if body is not None and (b"NaN" in body or b"Infinity" in body):
-        return None  # json reads these; the slow path's parser refuses them
+    if not all(_finite(result.get(key)) for key in ("structuredContent", "_meta")):
+        return None  # NaN, Infinity or 1e400: json reads them; the slow path's parser decides
     shaped: dict[str, Any] = {"_meta": result["_meta"]} if "_meta" in result else {}
     shaped["content"], shaped["isError"] = blocks, is_error  # the slow path always writes isError
     if "structuredContent" in result:
@@ -162,3 +163,19 @@ def canonical(result: dict[str, Any], body: bytes | None) -> bytes | None:
     except (ValueError, UnicodeError):  # e.g. a lone surrogate: the model path decides as the slow path does
         return None
     return body if body is not None and out == body else out
+
+
+def _finite(value: Any) -> bool:
+    """No float in `value` is NaN or infinite (the only members of a plain result that hold
+    numbers are `structuredContent` and `_meta`, so a big text block is never scanned)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
