@@ -26,11 +26,12 @@ class Lines:
     def __init__(self, limit: int, head: int | None = None) -> None:
         self.limit = limit
         self.head = min(head or limit, limit)
-        self._buffer = bytearray()
+        self._parts: list[bytes] = []  # the line in progress, joined once when it ends
+        self._size = 0
         self._skipping = False
 
     def __repr__(self) -> str:
-        return f"<Lines limit={self.limit} buffered={len(self._buffer)} skipping={self._skipping}>"
+        return f"<Lines limit={self.limit} buffered={self._size} skipping={self._skipping}>"
 
     def feed(self, chunk: bytes) -> Iterator[tuple[Piece, bytes]]:
         start = 0
@@ -38,27 +39,38 @@ class Lines:
             end = chunk.find(b"\n", start)
             piece = chunk[start:] if end < 0 else chunk[start:end]
             if not self._skipping:
-                if len(self._buffer) + len(piece) > self.limit:
-                    self._buffer += piece[: max(0, self.head - len(self._buffer))]
-                    yield Piece.HEAD, bytes(self._buffer[: self.head])
-                    self._buffer = bytearray()
+                if self._size + len(piece) > self.limit:
+                    yield Piece.HEAD, self._head(piece)
                     self._skipping = True
-                else:
-                    self._buffer += piece
+                elif piece:
+                    self._parts.append(piece)
+                    self._size += len(piece)
             if end < 0:
                 return
             if self._skipping:
                 self._skipping = False
             else:
-                yield Piece.LINE, bytes(self._buffer)
-                self._buffer = bytearray()
+                yield Piece.LINE, self._take()
             start = end + 1
 
     def end(self) -> Iterator[tuple[Piece, bytes]]:
         """At end of stream: the last line, if it had no newline."""
-        if self._buffer and not self._skipping:
-            yield Piece.LINE, bytes(self._buffer)
-        self._buffer = bytearray()
+        if self._size and not self._skipping:
+            yield Piece.LINE, self._take()
+        self._take()
+
+    def _head(self, piece: bytes) -> bytes:
+        """The first `head` bytes of a line over the limit, whose kept parts are then dropped."""
+        head = bytearray()
+        for part in (*self._parts, piece):
+            head += part[: self.head - len(head)]
+        self._parts, self._size = [], 0
+        return bytes(head)
+
+    def _take(self) -> bytes:
+        """The line in progress, whole (copied once: a line that came in one chunk not at all)."""
+        parts, self._parts, self._size = self._parts, [], 0
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 _DECODER = json.JSONDecoder()

@@ -206,9 +206,10 @@ class HostWire:
     async def send_error(self, request_id: RequestId | None, code: int, message: str) -> None:
         await self._write(_dump(_error(request_id, message, code)))
 
-    async def send_line(self, line: bytes) -> None:
-        """One whole message, already serialized (the fast lane's)."""
-        await self._write_bytes(line + b"\n")
+    async def send_line(self, *parts: bytes) -> None:
+        """One whole message, already serialized (the fast lane's), perhaps in parts: a big
+        result's bytes are copied once, into the line."""
+        await self._write_bytes(b"".join((*parts, b"\n")))
 
     async def _write(self, line: str) -> None:
         await self._write_bytes((line + "\n").encode())
