@@ -100,14 +100,14 @@ class FastLane:
                     relay = Relay(_progress_sender(wire, progress_token))
                 try:
                     result, own = await self.dispatch(services, name, arguments, Call(relay=relay, fast=True))
-                    line = _reply(services, wire, request_id, result, own)
+                    parts = _reply(services, wire, request_id, result, own)
                 except Exception:  # the host must get an answer whatever went wrong here
                     log.exception("the fast lane failed to answer request %r", request_id)
                     await wire.send_error(
                         request_id, types.INTERNAL_ERROR, "emceepee failed inside tools/call"
                     )
                     return
-                await wire.send_line(line)
+                await wire.send_line(*parts)
         finally:
             self._running.pop(request_id, None)
 
@@ -143,17 +143,17 @@ def _reply(
     request_id: RequestId,
     result: types.CallToolResult | Passed,
     own: bool,
-) -> bytes:
-    """The whole answer line, as the SDK server writes it for the slow path's result."""
+) -> tuple[bytes, ...]:
+    """The whole answer line (in parts), as the SDK server writes it for the slow path's result."""
     events, pending = services.events.take(), services.questions.for_client()
     if isinstance(result, Passed):
         if not events and not pending:
             return (
-                b'{"jsonrpc":"2.0","id":'
-                + json.dumps(request_id).encode()
-                + b',"result":'
-                + result.body
-                + b"}"
+                b'{"jsonrpc":"2.0","id":',
+                json.dumps(request_id).encode(),
+                b',"result":',
+                result.body,
+                b"}",
             )
         result = result.model()
     reply = with_envelope(result, events, pending, own=own)
@@ -161,7 +161,7 @@ def _reply(
     assert wire.protocol is not None
     shaped = with_next_token(methods.serialize_server_result("tools/call", wire.protocol, dumped))
     message = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=shaped)
-    return message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    return (message.model_dump_json(by_alias=True, exclude_unset=True).encode(),)
 
 
 def _progress_sender(wire: HostWire, token: str | int) -> Any:
