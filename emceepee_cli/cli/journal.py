@@ -56,7 +56,7 @@ def paths(config: ConfigOpt = None, db: DbOpt = None, json: JsonOpt = False) -> 
     """Where emceepee keeps its config, journal, logs and key."""
     from emceepee_cli import paths as paths_mod
     from emceepee_cli.core.hosts import HOSTS
-    from emceepee_cli.core.sagas import KEY_FILE
+    from emceepee_cli.seal import KEY_FILE
 
     found = {
         "config": str(paths_mod.config_path(config)),

@@ -123,10 +123,14 @@ def show(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
     from emceepee_cli.store.records import task_json
 
     row = find(open_journal(db), task_id)
+    token = _resume_token(row)
     if json:
-        render.as_json({"task": task_json(row)})
+        task = task_json(row)
+        if token is not None:
+            task["resume_token"] = token
+        render.as_json({"task": task})
         return
-    render.fields(describe(row))
+    render.fields([*describe(row), ("resume token", token)] if token else describe(row))
     if row["status"] == "completed" and row["result"]:
         from emceepee_cli.cli.results import show_result
         from emceepee_cli.core.calls import outcome
@@ -135,6 +139,20 @@ def show(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
         found = outcome(row)
         assert not isinstance(found, dict)  # a completed task has its result
         show_result(found, None, row["tool"], indent="  ")
+
+
+def _resume_token(row: TaskRow) -> str | None:
+    """The resume token get_task shows for this task (signed with this install's key, expiring with
+    the config's retention), so a person can hand it on: with it, execute_tool waits for a working
+    task's result, or goes on with a call that was interrupted holding a backend's resume token."""
+    from emceepee_cli import paths, seal
+    from emceepee_cli.config import Defaults, load_config
+    from emceepee_cli.errors import EmceepeeError
+
+    retention_s = Defaults().retention_s
+    with suppress(EmceepeeError, OSError):  # a config that cannot be read: the default retention
+        retention_s = load_config(paths.config_path(None)).defaults.retention_s
+    return seal.task_resume_token(seal.install_key(), row, retention_s)
 
 
 def describe(row: TaskRow) -> list[tuple[str, str | None]]:

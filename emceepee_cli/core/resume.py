@@ -8,7 +8,7 @@ the raw result. A token is sent back in every place a backend may look for it: t
 the params, `_meta.resumeToken`, and the arguments when the tool's schema declares it.
 
 Toward the host: a promoted call's task carries `emp1.<claims>.<mac>`, signed with the install
-key (core/sagas.py), naming the task and the call it belongs to and expiring with the task;
+key (seal.py), naming the task and the call it belongs to and expiring with the task;
 `execute_tool` with it waits for that task instead of calling anything. The prefix tells ours
 from a backend's without trying a MAC on foreign strings; one that fails the check is refused,
 never forwarded.
@@ -16,8 +16,6 @@ never forwarded.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from typing import Any, ClassVar, Literal
@@ -27,12 +25,12 @@ from mcp import ClientSession
 from mcp.shared.dispatcher import ProgressFnT
 from pydantic import ConfigDict, TypeAdapter
 
-from emceepee_cli.core import sagas
 from emceepee_cli.errors import UsageError
+from emceepee_cli.seal import RESUME_PREFIX, call_digest, unseal
 
 log = logging.getLogger(__name__)
 
-PREFIX = "emp1."
+PREFIX = RESUME_PREFIX
 TOKEN, NEXT_TOKEN = "resumeToken", "nextResumeToken"
 MAX_TOKEN_CHARS = 8192  # a longer "token" is untrusted junk, not something to send back
 
@@ -123,23 +121,13 @@ def read_result(reply: RawResult) -> tuple[types.CallToolResult | types.InputReq
 # ---- emceepee's own tokens ---------------------------------------------------------------------
 
 
-def call_digest(server: str, tool: str, args: dict[str, Any] | None) -> str:
-    canonical = json.dumps([server, tool, args or {}], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
 def ours(token: str) -> bool:
     return token.startswith(PREFIX)
 
 
-def sign(key: bytes, task_id: str, server: str, tool: str, args: dict[str, Any] | None, exp: float) -> str:
-    claims = {"p": "resume", "t": task_id, "c": call_digest(server, tool, args), "exp": int(exp)}
-    return sagas.seal(key, claims, PREFIX)
-
-
 def verify(key: bytes, token: str) -> dict[str, Any]:
     """An emceepee resume token's claims; a UsageError if forged, altered, foreign or expired."""
-    claims = sagas.unseal(key, token.strip(), PREFIX)
+    claims = unseal(key, token.strip(), PREFIX)
     if claims is None or claims.get("p") != "resume":
         raise UsageError(
             "This resume_token looks like emceepee's own, but this emceepee did not issue it, "

@@ -1,9 +1,8 @@
 """Saga tokens: a suspended task, handed to the model as something it can resume.
 
 A token names the task and the steps (pending questions) it was suspended on, with an expiry,
-signed with HMAC-SHA256 under a per-install key (a 0600 file in the data folder, made on first
-use). `resume_tool` accepts only a token this install signed, unaltered and unexpired. The same
-key signs emceepee's resume tokens (core/resume.py); a claim `p` keeps the two kinds apart.
+sealed under the per-install key (seal.py). `resume_tool` accepts only a token this install
+signed, unaltered and unexpired.
 
 A step's `params` are exactly the request's params (`elicitation/create`, `sampling/createMessage`,
 wire camelCase), as a client following the saga design expects; emceepee's own details (server,
@@ -12,73 +11,20 @@ task, status, times; an approval's tool and arguments) sit beside them, snake_ca
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
-import os
-import secrets
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 from pydantic import BaseModel
 
-from emceepee_cli import paths
 from emceepee_cli.core.answers import check_answer, check_approver, step_answer
 from emceepee_cli.errors import UsageError
+from emceepee_cli.seal import seal, unseal
 from emceepee_cli.store.records import Kind, PendingRow, params_of, question_json
 
 TOKEN_TTL_S = 3600.0
-KEY_FILE = "install.key"
-
-
-def install_key(folder: Path | None = None) -> bytes:
-    path = paths.ensure_private_dir(folder or paths.data_dir()) / KEY_FILE
-    try:
-        return bytes.fromhex(path.read_text().strip())
-    except FileNotFoundError:
-        pass
-    key = secrets.token_bytes(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it first: use theirs
-        return bytes.fromhex(path.read_text().strip())
-    with os.fdopen(fd, "w") as f:
-        f.write(key.hex())
-    return key
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def seal(key: bytes, claims: dict[str, Any], prefix: str = "") -> str:
-    """`prefix + body.mac`: the claims, signed under the install key (the prefix is signed too)."""
-    body = _b64(json.dumps(claims, separators=(",", ":")).encode())
-    mac = _b64(hmac.new(key, (prefix + body).encode(), hashlib.sha256).digest())
-    return f"{prefix}{body}.{mac}"
-
-
-def unseal(key: bytes, token: str, prefix: str = "") -> dict[str, Any] | None:
-    """The claims of a token this install sealed with `prefix`, unaltered; None otherwise."""
-    if not token.startswith(prefix):
-        return None
-    body, _, mac = token[len(prefix) :].partition(".")
-    expected = _b64(hmac.new(key, (prefix + body).encode(), hashlib.sha256).digest())
-    if not mac or not hmac.compare_digest(mac, expected):
-        return None
-    try:
-        claims = json.loads(_unb64(body))
-    except ValueError:
-        return None
-    return claims if isinstance(claims, dict) and isinstance(claims.get("exp"), int | float) else None
 
 
 def sign(key: bytes, task_id: str, step_ids: list[str], ttl_s: float = TOKEN_TTL_S) -> str:

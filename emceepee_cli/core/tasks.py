@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import Any
 
 import anyio
 import mcp_types as types
 
+from emceepee_cli import seal
 from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.core import lifetime, policy, resume, sagas, urlauth
 from emceepee_cli.core.answers import already_answered
@@ -54,10 +53,6 @@ from emceepee_cli.store.pages import TaskFilter, clamp_limit
 from emceepee_cli.store.records import TaskJson, TaskRow, TaskStatus, task_json
 
 CANCEL_WAIT_S = 5.0
-
-
-def _epoch(at: str | None) -> float:
-    return datetime.fromisoformat(at).timestamp() if at else time.time() + 3600
 
 
 log = logging.getLogger(__name__)
@@ -126,7 +121,7 @@ class Tasks:
         `check`, then calls the tool. `fast`: the backend may be called raw (core/fastcall.py)."""
         if resume_token is not None and resume.ours(resume_token):
             return await self.by_token(backend, tool, args, resume_token, timeout_ms, relay, check)
-        if resume_token is not None and sagas.unseal(self.install_key, resume_token.strip()) is not None:
+        if resume_token is not None and seal.unseal(self.install_key, resume_token.strip()) is not None:
             raise UsageError(
                 "This is a saga_token, not a resume_token.",
                 hint="Answer the saga's steps with resume_tool(saga_token, completed_steps).",
@@ -382,13 +377,9 @@ class Tasks:
         the same once interrupted holding a backend's resume token (with it, the call goes on)."""
         row = await self.row(task_id)
         task = task_json(row)
-        resumable = row["status"] == TaskStatus.INTERRUPTED and row.get("resume_token")
-        if row["status"] == TaskStatus.WORKING or resumable:
-            expires = _epoch(row["expires_at"]) + self.defaults.retention_s
-            args = json.loads(row["args"] or "null")
-            task["resume_token"] = resume.sign(
-                self.install_key, row["task_id"], row["server"], row["tool"], args, expires
-            )
+        token = seal.task_resume_token(self.install_key, row, self.defaults.retention_s)
+        if token is not None:
+            task["resume_token"] = token
         return task
 
     async def steps(self, task_id: str) -> list[dict[str, Any]]:

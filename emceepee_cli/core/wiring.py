@@ -17,8 +17,9 @@ from typing import Any
 
 import anyio.abc
 
+from emceepee_cli import seal
 from emceepee_cli.config import Config, Defaults, Policy, forwarding_policy
-from emceepee_cli.core import activity, leftovers, sagas
+from emceepee_cli.core import activity, leftovers
 from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.direct import Direct
 from emceepee_cli.core.events import EVENTS_KEPT, Events
@@ -143,7 +144,7 @@ def build(
         defaults,
         instance_id,
         backends=backends.get,
-        install_key=sagas.install_key(),
+        install_key=seal.install_key(),
         roots=roots.for_backend,
     )
     questions.on_waiting(tasks.question_arrived)

@@ -108,8 +108,10 @@ def test_tasks_show_renders_the_task_and_its_result_as_text_not_python(journal: 
     as_json = json.loads(cli("tasks", "show", "01AAA", "--json").stdout)
     assert working.returncode == done.returncode == 0, working.stderr + done.stderr
     lines = working.stdout.splitlines()
-    assert "task:     01AAAWORKING00000000000000" in lines and "call:     echo.slow" in lines
-    assert "progress: 1/4" in lines and "message:  step one" in lines
+    assert "task:         01AAAWORKING00000000000000" in lines and "call:         echo.slow" in lines
+    assert "progress:     1/4" in lines and "message:      step one" in lines
+    assert f"resume token: {as_json['task']['resume_token']}" in lines  # a working task's, as get_task's
+    assert "resume token" not in done.stdout  # a completed task has its result instead
     assert "result:" in done.stdout.splitlines() and "  the answer" in done.stdout.splitlines()
     assert '    "n": 42' in done.stdout.splitlines()
     assert not any(mark in working.stdout + done.stdout for mark in ("{'", "None", "'progress'"))

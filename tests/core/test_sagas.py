@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from emceepee_cli import seal
 from emceepee_cli.core import resume, sagas
 from emceepee_cli.errors import UsageError
 from emceepee_cli.store.records import PendingRow
@@ -46,14 +47,14 @@ def question(request_id: str, kind: str = "elicitation", **extra: Any) -> Pendin
 
 
 def test_the_install_key_is_made_once_0600_and_read_back(tmp_path: Path) -> None:
-    key = sagas.install_key(tmp_path)
-    again = sagas.install_key(tmp_path)
-    mode = stat.S_IMODE(os.stat(tmp_path / sagas.KEY_FILE).st_mode)
+    key = seal.install_key(tmp_path)
+    again = seal.install_key(tmp_path)
+    mode = stat.S_IMODE(os.stat(tmp_path / seal.KEY_FILE).st_mode)
     assert key == again and len(key) == 32 and mode == 0o600
 
 
 def test_a_token_names_its_task_and_steps_and_only_this_install_accepts_it(tmp_path: Path) -> None:
-    key = sagas.install_key(tmp_path)
+    key = seal.install_key(tmp_path)
     token = sagas.sign(key, "T1", ["Q1", "Q2"])
     claims = sagas.verify(key, token)
     body, mac = token.split(".")
@@ -64,14 +65,14 @@ def test_a_token_names_its_task_and_steps_and_only_this_install_accepts_it(tmp_p
 
 
 def test_an_expired_token_is_refused_with_how_to_get_a_fresh_one(tmp_path: Path) -> None:
-    key = sagas.install_key(tmp_path)
+    key = seal.install_key(tmp_path)
     with pytest.raises(UsageError) as expired:
         sagas.verify(key, sagas.sign(key, "T1", ["Q1"], ttl_s=-1))
     assert "expired" in expired.value.message and expired.value.hint and "get_task" in expired.value.hint
 
 
 def test_a_task_on_questions_is_a_saga_whose_steps_carry_the_exact_request_params(tmp_path: Path) -> None:
-    key = sagas.install_key(tmp_path)
+    key = seal.install_key(tmp_path)
     view = sagas.view(key, "T1", [question("Q1"), question("Q2", "sampling")])
     sagas.verify(key, view["saga"]["saga_token"])
     elicit, sample = view["saga"]["steps"]
@@ -125,9 +126,9 @@ def test_a_resume_may_repeat_the_history_but_not_change_it() -> None:
 
 
 def test_saga_and_resume_tokens_are_not_interchangeable(tmp_path: Path) -> None:
-    key = sagas.install_key(tmp_path)
+    key = seal.install_key(tmp_path)
     saga = sagas.sign(key, "T1", ["Q1"])
-    ours = resume.sign(key, "T1", "s", "t", {}, time.time() + 60)
+    ours = seal.sign_resume(key, "T1", "s", "t", {}, time.time() + 60)
     with pytest.raises(UsageError, match="did not issue it"):
         resume.verify(key, saga)
     with pytest.raises(UsageError, match="saga_token was not issued"):

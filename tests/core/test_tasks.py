@@ -16,8 +16,8 @@ import anyio
 import mcp_types as types
 import pytest
 
+from emceepee_cli import seal
 from emceepee_cli.config import Defaults
-from emceepee_cli.core import sagas
 from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.calls import TaskEnded
 from emceepee_cli.core.tasks import Tasks
@@ -48,7 +48,7 @@ async def tasks(
             defaults,
             INSTANCE,
             backends=backends.get,
-            install_key=sagas.install_key(tmp_path),
+            install_key=seal.install_key(tmp_path),
         )
         p.questions.on_waiting(built.question_arrived)
         try:

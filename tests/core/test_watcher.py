@@ -13,8 +13,8 @@ import anyio.lowlevel
 import anyio.to_thread
 import pytest
 
+from emceepee_cli import seal
 from emceepee_cli.config import Defaults
-from emceepee_cli.core import sagas
 from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.core.watcher import Watcher
 from emceepee_cli.store.journal import Journal
@@ -43,7 +43,7 @@ def purging_watcher(p: Parts, tmp_path: Path) -> Watcher:
         Defaults(),
         INSTANCE,
         backends={}.get,
-        install_key=sagas.install_key(tmp_path),
+        install_key=seal.install_key(tmp_path),
     )
     return Watcher(p.aio, p.runtime, tasks, p.questions, INSTANCE, retention_s=DAY_S)
 

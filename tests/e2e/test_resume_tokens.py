@@ -3,6 +3,7 @@ emceepee, also across a kill -9 of serve) and emceepee's own for a task (signed;
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from emceepee_cli import seal
 from emceepee_cli.core import resume, sagas
 from tests.e2e.test_chains import block, call, started
 from tests.support import (
@@ -18,6 +20,7 @@ from tests.support import (
     example_table,
     hostile_table,
     payload,
+    run_cli,
     serve_command,
     serving,
     still_answering,
@@ -164,14 +167,18 @@ async def test_a_resuming_task_whose_server_was_removed_keeps_its_token_until_th
             await without.call_tool("list_servers", {})
             ended = await without.call_tool("get_task_result", {"task_id": task_id, "timeout_ms": 20_000})
             task = payload(await without.call_tool("get_task", {"task_id": task_id}))["task"]
+    shown = run_cli("tasks", "show", task_id[:12], "--json")  # a person hands the token on from the CLI
+    token = json.loads(shown.stdout)["task"]["resume_token"]
+    readable = run_cli("tasks", "show", task_id)
     config.write_text(full)  # and put it back
     async with serving(config) as back:
         with anyio.fail_after(60):
             await back.call_tool("list_servers", {})
-            again = {"server": "resumable", "tool": "job", "args": args, "resume_token": task["resume_token"]}
+            again = {"server": "resumable", "tool": "job", "args": args, "resume_token": token}
             done = await back.call_tool("execute_tool", {**again, "timeout_ms": 40_000})
     assert ended.is_error and "Its resume token is kept" in texts(ended)[0]
     assert task["status"] == "interrupted" and task["resume_token"].startswith(resume.PREFIX)
+    assert token == task["resume_token"] and f"resume token: {token}" in readable.stdout
     assert texts(done)[0] == "job r: ready after 6 polls"
 
 
@@ -194,14 +201,18 @@ async def test_a_tasks_own_resume_token_gets_its_result_and_forgeries_are_refuse
             done = await host.send(
                 "tools/call", {"name": "execute_tool", "arguments": slow, "resumeToken": token}
             )
-            key = sagas.install_key()
+            key = seal.install_key()
             body = token.removeprefix(resume.PREFIX)
             forged = {
                 "tampered": resume.PREFIX + body[:-3] + ("AAA" if body[-3:] != "AAA" else "BBB"),
-                "foreign": resume.sign(b"k" * 32, task_id, "echo", "slow", slow["args"], time.time() + 60),
-                "expired": resume.sign(key, task_id, "echo", "slow", slow["args"], time.time() - 1),
+                "foreign": seal.sign_resume(
+                    b"k" * 32, task_id, "echo", "slow", slow["args"], time.time() + 60
+                ),
+                "expired": seal.sign_resume(key, task_id, "echo", "slow", slow["args"], time.time() - 1),
                 "saga": sagas.sign(key, task_id, []),
-                "other call": resume.sign(key, task_id, "echo", "slow", {"seconds": 2}, time.time() + 60),
+                "other call": seal.sign_resume(
+                    key, task_id, "echo", "slow", {"seconds": 2}, time.time() + 60
+                ),
             }
             refused = {
                 name: await host.tool("execute_tool", {**slow, "resume_token": value})

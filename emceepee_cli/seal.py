@@ -1,0 +1,99 @@
+"""Tokens emceepee signs: the per-install key, sealing and unsealing, and a task's resume token.
+
+A sealed token is `prefix + body.mac`: the claims as JSON (base64url), signed with HMAC-SHA256
+under the install key, a 0600 file in the data folder made on first use. Saga tokens
+(core/sagas.py) and emceepee's own resume tokens (core/resume.py) are both sealed here; a claim
+`p` keeps the kinds apart. Standard library only, so the CLI can show a task's resume token
+without loading the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from emceepee_cli import paths
+from emceepee_cli.store.records import TaskRow, TaskStatus
+
+KEY_FILE = "install.key"
+RESUME_PREFIX = "emp1."  # tells emceepee's resume tokens from a backend's without trying a MAC
+
+
+def install_key(folder: Path | None = None) -> bytes:
+    path = paths.ensure_private_dir(folder or paths.data_dir()) / KEY_FILE
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        pass
+    key = secrets.token_bytes(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it first: use theirs
+        return bytes.fromhex(path.read_text().strip())
+    with os.fdopen(fd, "w") as f:
+        f.write(key.hex())
+    return key
+
+
+def seal(key: bytes, claims: dict[str, Any], prefix: str = "") -> str:
+    """`prefix + body.mac`: the claims, signed under the install key (the prefix is signed too)."""
+    body = _b64(json.dumps(claims, separators=(",", ":")).encode())
+    mac = _b64(hmac.new(key, (prefix + body).encode(), hashlib.sha256).digest())
+    return f"{prefix}{body}.{mac}"
+
+
+def unseal(key: bytes, token: str, prefix: str = "") -> dict[str, Any] | None:
+    """The claims of a token this install sealed with `prefix`, unaltered; None otherwise."""
+    if not token.startswith(prefix):
+        return None
+    body, _, mac = token[len(prefix) :].partition(".")
+    expected = _b64(hmac.new(key, (prefix + body).encode(), hashlib.sha256).digest())
+    if not mac or not hmac.compare_digest(mac, expected):
+        return None
+    try:
+        claims = json.loads(_unb64(body))
+    except ValueError:
+        return None
+    return claims if isinstance(claims, dict) and isinstance(claims.get("exp"), int | float) else None
+
+
+def call_digest(server: str, tool: str, args: dict[str, Any] | None) -> str:
+    canonical = json.dumps([server, tool, args or {}], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def sign_resume(
+    key: bytes, task_id: str, server: str, tool: str, args: dict[str, Any] | None, exp: float
+) -> str:
+    """emceepee's resume token for a task: it names the task and the call, and expires at `exp`."""
+    claims = {"p": "resume", "t": task_id, "c": call_digest(server, tool, args), "exp": int(exp)}
+    return seal(key, claims, RESUME_PREFIX)
+
+
+def task_resume_token(key: bytes, row: TaskRow, retention_s: float) -> str | None:
+    """The resume token `get_task` shows for a task, or None: while it works (with it,
+    `execute_tool` waits for its result), and once interrupted holding a backend's resume token
+    (with it, the call goes on from there). It expires when the finished task would be purged."""
+    status = TaskStatus(row["status"])
+    if not (status == TaskStatus.WORKING or (status == TaskStatus.INTERRUPTED and row.get("resume_token"))):
+        return None
+    expires_at = row["expires_at"]
+    ends = datetime.fromisoformat(expires_at).timestamp() if expires_at else time.time() + 3600
+    args = json.loads(row["args"] or "null")
+    return sign_resume(key, row["task_id"], row["server"], row["tool"], args, ends + retention_s)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
