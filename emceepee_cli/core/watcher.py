@@ -1,4 +1,6 @@
-"""The journal watcher: serve's housekeeping, ten times a second.
+"""The journal watcher: serve's housekeeping, ten times a second while this process has a call or
+a question of its own, and once a second while it has neither (nothing another process writes can
+concern it then, and an idle serve should cost next to nothing).
 
 Each tick keeps the journal file (re-created if it was deleted under us), notices what other
 processes wrote (a CLI cancel or answer; a sweep that took this process for dead and settled its
@@ -28,6 +30,7 @@ from emceepee_cli.store.journal import Journal
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL_S = 0.1  # how soon a cancel or an answer written by the CLI is noticed
+IDLE_INTERVAL_S = 1.0  # with no call and no question: a deleted journal, the heartbeat, the purge
 PURGE_EVERY_S = 3600.0
 PURGE_PAUSE_S = 0.005  # between batches: the journal's worker is free for a moment
 
@@ -39,6 +42,7 @@ class _Clock:
     version: int | None
     beat: float
     purge: float | None  # None: not yet in this run
+    looked: float | None = None  # the last tick that read the journal
 
 
 class Watcher:
@@ -79,10 +83,12 @@ class Watcher:
 
     async def tick(self, clock: _Clock) -> None:
         now = anyio.current_time()
-        recreated = await self.journal.run(Journal.recover)
+        if not self.busy() and clock.looked is not None and now - clock.looked < self.idle_interval():
+            return
+        clock.looked = now
+        recreated, current = await self.journal.run(_look)
         if recreated:
             log.error("journal: %s", recreated)
-        current = await self.journal.run(Journal.data_version)
         if current != clock.version:  # another process wrote: a CLI cancel or answer, perhaps
             clock.version = current
             await self.reclaim()
@@ -97,6 +103,14 @@ class Watcher:
             clock.purge = now
             self._purging, self._purge_scope = True, anyio.CancelScope()
             self.runtime.spawn(self.purge, name="journal purge")
+
+    def busy(self) -> bool:
+        """This process has a call or an open question: what other processes write may concern it."""
+        return bool(self.tasks.calls) or bool(self.questions.unanswered())
+
+    @staticmethod
+    def idle_interval() -> float:
+        return min(IDLE_INTERVAL_S, heartbeat_s())
 
     async def purge(self) -> None:
         """Delete what outlived the retention and give the space back, one bounded batch at a time."""
@@ -126,6 +140,12 @@ class Watcher:
                 os.getpid(),
                 ", ".join(restored),
             )
+
+
+def _look(journal: Journal) -> tuple[str | None, int]:
+    """Re-create the journal file if it went (what happened, for the log), and its data version:
+    one trip to the journal's thread per tick."""
+    return journal.recover(), journal.data_version()
 
 
 async def _repeat(step: Callable[[], Awaitable[int]]) -> int:

@@ -1,7 +1,9 @@
-"""The watcher's purge: in the background, a batch at a time, so other journal work takes turns."""
+"""The watcher: its purge runs in the background, a batch at a time, so other journal work takes
+turns; an idle serve reads the journal once a second, a busy one ten times."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,8 +17,9 @@ import pytest
 
 from emceepee_cli import seal
 from emceepee_cli.config import Defaults
+from emceepee_cli.core.calls import Call
 from emceepee_cli.core.tasks import Tasks
-from emceepee_cli.core.watcher import Watcher
+from emceepee_cli.core.watcher import IDLE_INTERVAL_S, Watcher, _Clock
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.retention import PURGE_BATCH
 from tests.core.parts import INSTANCE, Parts, parts
@@ -107,3 +110,35 @@ async def test_stopping_the_watcher_stops_a_purge_between_batches(tmp_path: Path
                 await queued(p, 2)
         assert total > left(p.journal) > 0  # it stopped after a batch; the rest waits for the next purge
         assert not watcher._purging
+
+
+async def test_an_idle_watcher_reads_the_journal_once_a_second_and_a_busy_one_every_tick(
+    tmp_path: Path,
+) -> None:
+    async with parts(tmp_path) as p:
+        watcher = purging_watcher(p, tmp_path)
+        now = anyio.current_time()
+        clock = _Clock(version=None, beat=now, purge=now)  # no purge in this test
+        other = sqlite3.connect(p.journal.path)  # another process's writes change the data version
+
+        def written(n: int) -> None:
+            other.execute(f"CREATE TABLE other_{n} (x)")
+            other.commit()
+
+        with anyio.fail_after(30):
+            await watcher.tick(clock)
+            first = clock.version
+            written(1)
+            await watcher.tick(clock)
+            assert clock.version == first  # idle, and it looked less than a second ago: not read
+            watcher.tasks.calls["c"] = Call("s", "t", None, ttl_s=60)
+            await watcher.tick(clock)
+            busy = clock.version
+            assert busy != first  # with a call of its own, every tick reads it (a CLI cancel may be there)
+            del watcher.tasks.calls["c"]
+            written(2)
+            assert clock.looked is not None
+            clock.looked -= IDLE_INTERVAL_S  # a second later
+            await watcher.tick(clock)
+            assert clock.version != busy  # idle, once a second: a deleted journal, the heartbeat
+        other.close()
