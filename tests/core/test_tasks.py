@@ -218,7 +218,7 @@ async def test_an_adopted_call_whose_server_is_gone_fails_with_the_reason(tmp_pa
             first = await t.execute(backends["modern"], "book", {"city": "Oslo"}, None, None)
             assert isinstance(first, dict)
             task_id = first["proxy_task"]["task_id"]
-            t.backends = {}.get  # as if this process's config had no such server
+            t.driver.backends = {}.get  # as if this process's config had no such server
             t.calls.clear()
             await t.adopt([task_id, "01NOSUCHTASK"])
             with pytest.raises(TaskEnded) as ended:
