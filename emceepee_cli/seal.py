@@ -82,13 +82,20 @@ def task_resume_token(key: bytes, row: TaskRow, retention_s: float) -> str | Non
     """The resume token `get_task` shows for a task, or None: while it works (with it,
     `execute_tool` waits for its result), and once interrupted holding a backend's resume token
     (with it, the call goes on from there). It expires when the finished task would be purged."""
-    status = TaskStatus(row["status"])
-    if not (status == TaskStatus.WORKING or (status == TaskStatus.INTERRUPTED and row.get("resume_token"))):
+    if not resumable(row):
         return None
     expires_at = row["expires_at"]
     ends = datetime.fromisoformat(expires_at).timestamp() if expires_at else time.time() + 3600
     args = json.loads(row["args"] or "null")
     return sign_resume(key, row["task_id"], row["server"], row["tool"], args, ends + retention_s)
+
+
+def resumable(row: TaskRow) -> bool:
+    """The task has a resume token: it works, or it was interrupted holding a backend's token."""
+    status = TaskStatus(row["status"])
+    return status == TaskStatus.WORKING or (
+        status == TaskStatus.INTERRUPTED and bool(row.get("resume_token"))
+    )
 
 
 def _b64(data: bytes) -> str:

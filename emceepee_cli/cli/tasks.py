@@ -149,10 +149,17 @@ def _resume_token(row: TaskRow) -> str | None:
     from emceepee_cli.config import Defaults, load_config
     from emceepee_cli.errors import EmceepeeError
 
+    if not seal.resumable(row):
+        return None
     retention_s = Defaults().retention_s
     with suppress(EmceepeeError, OSError):  # a config that cannot be read: the default retention
         retention_s = load_config(paths.config_path(None)).defaults.retention_s
-    return seal.task_resume_token(seal.install_key(), row, retention_s)
+    try:
+        key = seal.install_key()
+    except OSError as exc:  # a data folder this user cannot write: the rest of the task still shows
+        render.note(f"(no resume token: the install key could not be read: {exc})")
+        return None
+    return seal.task_resume_token(key, row, retention_s)
 
 
 def describe(row: TaskRow) -> list[tuple[str, str | None]]:

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from emceepee_cli import paths
 from emceepee_cli.clock import now_iso
+from emceepee_cli.seal import KEY_FILE
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskStatus
 from tests.cli.inproc import cli
@@ -116,6 +118,15 @@ def test_tasks_show_renders_the_task_and_its_result_as_text_not_python(journal: 
     assert '    "n": 42' in done.stdout.splitlines()
     assert not any(mark in working.stdout + done.stdout for mark in ("{'", "None", "'progress'"))
     assert as_json["task"]["progress"] == {"progress": 1.0, "total": 4.0}
+
+
+def test_tasks_show_without_a_readable_install_key_still_shows_the_task(journal: Journal) -> None:
+    (paths.data_dir() / KEY_FILE).mkdir()  # where the key file should be, something unreadable
+    shown = cli("tasks", "show", "01AAA")
+    done = cli("tasks", "show", "01BBB")  # a task without a token does not look for the key at all
+    assert shown.returncode == 0 and "task:" in shown.stdout and "resume token" not in shown.stdout
+    assert "no resume token: the install key could not be read" in shown.stderr
+    assert done.returncode == 0 and done.stderr == ""
 
 
 def test_an_image_in_a_result_is_described_by_show_and_saved_by_result(
