@@ -21,26 +21,59 @@ from pathlib import Path
 from typing import Any
 
 from emceepee_cli import paths
+from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.store.records import TaskRow, TaskStatus
 
 KEY_FILE = "install.key"
+KEY_BYTES = 32
 RESUME_PREFIX = "emp1."  # tells emceepee's resume tokens from a backend's without trying a MAC
 
 
+class InstallKeyError(EmceepeeError):
+    """The install key exists but cannot be used (not a file, unreadable, not a key)."""
+
+
 def install_key(folder: Path | None = None) -> bytes:
-    path = paths.ensure_private_dir(folder or paths.data_dir()) / KEY_FILE
+    """This install's signing key, made on first use (0600); InstallKeyError if it cannot be used."""
+    where = folder or paths.data_dir()
+    path = where / KEY_FILE
     try:
-        return bytes.fromhex(path.read_text().strip())
+        paths.ensure_private_dir(where)
+        return _read_key(path)
     except FileNotFoundError:
         pass
-    key = secrets.token_bytes(32)
+    except OSError as exc:  # the folder cannot be made
+        raise _unusable(path, exc) from exc
+    key = secrets.token_bytes(KEY_BYTES)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process made it first: use theirs
-        return bytes.fromhex(path.read_text().strip())
+        return _read_key(path)
+    except OSError as exc:
+        raise _unusable(path, exc) from exc
     with os.fdopen(fd, "w") as f:
         f.write(key.hex())
     return key
+
+
+def _read_key(path: Path) -> bytes:
+    try:
+        key = bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise _unusable(path, exc) from exc
+    if len(key) != KEY_BYTES:
+        raise _unusable(path, ValueError(f"{len(key)} bytes, not {KEY_BYTES}"))
+    return key
+
+
+def _unusable(path: Path, exc: Exception) -> InstallKeyError:
+    return InstallKeyError(
+        f"The install key {path} cannot be used: {exc}.",
+        hint="Delete it to have emceepee make a new one (tokens signed with the old key stop working), "
+        "or give it back to this user (it must be a file emceepee can read).",
+    )
 
 
 def seal(key: bytes, claims: dict[str, Any], prefix: str = "") -> str:

@@ -156,8 +156,8 @@ def _resume_token(row: TaskRow) -> str | None:
         retention_s = load_config(paths.config_path(None)).defaults.retention_s
     try:
         key = seal.install_key()
-    except OSError as exc:  # a data folder this user cannot write: the rest of the task still shows
-        render.note(f"(no resume token: the install key could not be read: {exc})")
+    except (seal.InstallKeyError, OSError) as exc:  # the rest of the task still shows
+        render.note(f"(no resume token: {exc})")
         return None
     return seal.task_resume_token(key, row, retention_s)
 

@@ -11,6 +11,7 @@ method of a part.
 from __future__ import annotations
 
 import logging
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,7 +145,7 @@ def build(
         defaults,
         instance_id,
         backends=backends.get,
-        install_key=seal.install_key(),
+        install_key=_install_key(),
         roots=roots.for_backend,
     )
     questions.on_waiting(tasks.question_arrived)
@@ -182,3 +183,15 @@ def build(
         defaults=defaults,
         instance_id=instance_id,
     )
+
+
+def _install_key() -> bytes:
+    """The install key; one that cannot be used does not stop serve: it signs with a key of its own,
+    which a restart forgets (tokens it handed out then stop working; the tasks stay in the journal)."""
+    try:
+        return seal.install_key()
+    except seal.InstallKeyError as exc:
+        log.error(
+            "%s Until then this serve signs its tokens with a key only it knows. %s", exc.message, exc.hint
+        )
+        return secrets.token_bytes(seal.KEY_BYTES)

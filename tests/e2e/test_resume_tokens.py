@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from emceepee_cli import seal
+from emceepee_cli import paths, seal
 from emceepee_cli.core import resume, sagas
 from tests.e2e.test_chains import block, call, started
 from tests.support import (
@@ -232,3 +232,20 @@ async def test_a_tasks_own_resume_token_gets_its_result_and_forgeries_are_refuse
     assert "expired at" in messages["expired"]
     assert "This is a saga_token" in messages["saga"]
     assert f"belongs to task {task_id}" in messages["other call"]
+
+
+async def test_a_serve_whose_install_key_cannot_be_used_still_serves_and_signs_with_a_key_of_its_own(
+    tmp_path: Path,
+) -> None:
+    (paths.data_dir() / seal.KEY_FILE).mkdir(parents=True)  # where the key file should be: a folder
+    config = write_config(tmp_path / "config.toml", hostile_table("hostile"))
+    async with serving(config) as client:
+        with anyio.fail_after(30):
+            await client.call_tool("list_servers", {})
+            slow = {"server": "hostile", "tool": "slow", "args": {"seconds": 0.5}}
+            started = payload(await client.call_tool("execute_tool", {**slow, "timeout_ms": 0}))
+            token = started["proxy_task"]["resume_token"]
+            done = await client.call_tool(
+                "execute_tool", {**slow, "resume_token": token, "timeout_ms": 20_000}
+            )
+    assert token.startswith(resume.PREFIX) and texts(done) == ["done"]
