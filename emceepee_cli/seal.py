@@ -72,7 +72,7 @@ def _unusable(path: Path, exc: Exception) -> InstallKeyError:
     return InstallKeyError(
         f"The install key {path} cannot be used: {exc}.",
         hint="Delete it to have emceepee make a new one (tokens signed with the old key stop working), "
-        "or give it back to this user (it must be a file emceepee can read).",
+        "or make it a file this user can read again.",
     )
 
 

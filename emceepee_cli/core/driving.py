@@ -79,7 +79,7 @@ class Driver:
         adopted: list[Step] | None = None,
         check: Check | None = None,
     ) -> None:
-        """The call itself, under its own cancel scope; however it ends, `_end` records how."""
+        """The call itself, under its own cancel scope; however it ends, `end` records how."""
         try:
             with call.scope:
                 try:

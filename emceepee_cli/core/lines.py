@@ -57,7 +57,7 @@ class Lines:
         """At end of stream: the last line, if it had no newline."""
         if self._size and not self._skipping:
             yield Piece.LINE, self._take()
-        self._take()
+        self._parts, self._size = [], 0
 
     def _head(self, piece: bytes) -> bytes:
         """The first `head` bytes of a line over the limit, whose kept parts are then dropped."""

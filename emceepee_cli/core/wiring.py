@@ -192,6 +192,8 @@ def _install_key() -> bytes:
         return seal.install_key()
     except seal.InstallKeyError as exc:
         log.error(
-            "%s Until then this serve signs its tokens with a key only it knows. %s", exc.message, exc.hint
+            "%s This serve signs its tokens with a key of its own until it restarts. %s",
+            exc.message,
+            exc.hint,
         )
         return secrets.token_bytes(seal.KEY_BYTES)
