@@ -39,7 +39,7 @@ def install_key(folder: Path | None = None) -> bytes:
     path = where / KEY_FILE
     try:
         paths.ensure_private_dir(where)
-        return _read_key(path)
+        return read_key(path)
     except FileNotFoundError:
         pass
     except OSError as exc:  # the folder cannot be made
@@ -48,7 +48,7 @@ def install_key(folder: Path | None = None) -> bytes:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process made it first: use theirs
-        return _read_key(path)
+        return read_key(path)
     except OSError as exc:
         raise _unusable(path, exc) from exc
     with os.fdopen(fd, "w") as f:
@@ -56,7 +56,8 @@ def install_key(folder: Path | None = None) -> bytes:
     return key
 
 
-def _read_key(path: Path) -> bytes:
+def read_key(path: Path) -> bytes:
+    """The key in `path`; FileNotFoundError if there is none, InstallKeyError if it cannot be used."""
     try:
         key = bytes.fromhex(path.read_text().strip())
     except FileNotFoundError:

@@ -23,7 +23,7 @@ def doctor(
     no_backends: Annotated[bool, typer.Option("--no-backends", help="Do not start the backends.")] = False,
     json: JsonOpt = False,
 ) -> None:
-    """Check the config, the journal, every backend and every host.
+    """Check the config, the journal, the install key, every backend and every host.
 
     Each backend is started the way an MCP host starts it (the small environment a host gives
     emceepee: a short PATH, and the "env" block of emceepee's entry in the host's config), so a
@@ -37,7 +37,7 @@ def doctor(
 
     host_checks, host_env = checks_mod.host_checks()
     config_checks, loaded = checks_mod.config_checks(paths.config_path(config), host_env)
-    checks = config_checks + checks_mod.journal_checks(paths.db_path(db))
+    checks = config_checks + checks_mod.journal_checks(paths.db_path(db)) + checks_mod.key_checks()
     if loaded is not None and loaded.servers and not no_backends:
         env = checks_mod.host_environment(host_env)
         render.note(f"(starting {len(loaded.servers)} backend(s) as a host would: PATH={env['PATH']})")

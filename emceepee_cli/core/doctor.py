@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -28,7 +29,7 @@ TAIL_LINES = 5
 
 @dataclass(frozen=True)
 class Check:
-    area: str  # config, journal, backend, host, serve
+    area: str  # config, journal, key, backend, host, serve
     name: str
     state: State
     detail: str
@@ -125,6 +126,27 @@ def journal_checks(path: Path) -> list[Check]:
         )
         checks.append(Check("journal", str(path), "ok", detail))
     return checks
+
+
+def key_checks(folder: Path | None = None) -> list[Check]:
+    """The install key that signs saga and resume tokens: usable, and readable by this user only
+    (anyone who can read it can sign tokens that serve accepts)."""
+    from emceepee_cli import paths, seal
+
+    path = (folder or paths.data_dir()) / seal.KEY_FILE
+    try:
+        seal.read_key(path)
+    except FileNotFoundError:
+        return [Check("key", str(path), "note", "no install key yet (made by the first serve)")]
+    except seal.InstallKeyError as exc:
+        remove = "rm -r" if path.is_dir() else "rm"
+        fix = f"{remove} {path} (a new one is made; tokens signed with the old one stop working)"
+        return [Check("key", str(path), "fail", exc.message, fix)]
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if os.name != "nt" and mode & 0o077:
+        detail = f"readable by others (mode {oct(mode)}): they could sign tokens emceepee accepts"
+        return [Check("key", str(path), "fail", detail, f"chmod 600 {path}")]
+    return [Check("key", str(path), "ok", "usable, readable by this user only")]
 
 
 def known_migrations() -> set[str]:

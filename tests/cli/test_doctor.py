@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from emceepee_cli import paths, seal
 from emceepee_cli.core import hosts
 from tests.cli.clirun import cli
 from tests.support import EXAMPLES, example_table, write_config
@@ -101,3 +102,22 @@ def test_a_journal_that_is_not_sqlite_fails_with_the_command_that_moves_it_aside
     assert done.code == 1
     assert checks["journal"]["state"] == "fail" and checks["journal"]["fix"].startswith(f"mv {db} ")
     assert checks["config"]["state"] == "note"  # no config file is no backends, not a failure
+
+
+def test_an_install_key_others_can_read_or_that_is_no_key_fails_with_its_fix(setup: Path) -> None:
+    key = paths.data_dir() / seal.KEY_FILE
+    none = cli("doctor", "--config", str(setup / "none.toml"), "--json").json()["checks"]
+    seal.install_key()
+    made = cli("doctor", "--config", str(setup / "none.toml"), "--json").json()["checks"]
+    key.chmod(0o644)
+    shared = cli("doctor", "--config", str(setup / "none.toml"), "--json")
+    key.write_text("not a key")
+    broken = cli("doctor", "--config", str(setup / "none.toml"), "--json")
+
+    def checked(checks: list[dict[str, str]]) -> dict[str, str]:
+        return next(c for c in checks if c["area"] == "key")
+
+    assert checked(none)["state"] == "note" and checked(made)["state"] == "ok"
+    assert shared.code == 1 and checked(shared.json()["checks"])["fix"] == f"chmod 600 {key}"
+    assert "readable by others (mode 0o644)" in checked(shared.json()["checks"])["detail"]
+    assert broken.code == 1 and checked(broken.json()["checks"])["fix"].startswith(f"rm {key} ")
