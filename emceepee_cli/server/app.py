@@ -11,6 +11,7 @@ Meanwhile a change of the config file, or a SIGHUP, reloads it (server/reload.py
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -322,6 +323,9 @@ def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = N
     for problem in config.problems:
         log.warning("config: %s", problem)
     log_dir = paths.ensure_private_dir(paths.logs_dir())
+    # What is loaded by now (the SDK, emceepee, the config) lives as long as serve: frozen, the
+    # collector no longer walks it on every collection, which calls in flight trigger often.
+    gc.freeze()
     anyio.run(_serve, config, log_dir, db_path)
 
 
