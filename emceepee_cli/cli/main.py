@@ -39,7 +39,8 @@ COMMANDS: dict[str, Lazy] = {
         "emceepee_cli.cli.install:import_", "Copy the servers of an MCP host's config into emceepee's."
     ),
     "doctor": Lazy(
-        "emceepee_cli.cli.doctor:doctor", "Check the config, the journal, every backend and every host."
+        "emceepee_cli.cli.doctor:doctor",
+        "Check the config, the journal, the install key, every backend and every host.",
     ),
     "servers": Lazy(
         "emceepee_cli.cli.servers:app", "List, add, remove, enable and disable backend servers in the config."
