@@ -67,7 +67,7 @@ WAITING = (Status.STARTING, Status.RESTARTING)
 
 
 class BackendSink(Protocol):
-    """Where a backend reports what it hears (core/servers.py implements it)."""
+    """Where a backend reports what it hears (core/hearing.py implements it)."""
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None: ...
     def log(self, server: str, level: str, message: str, source: str) -> None: ...

@@ -1,10 +1,8 @@
 """The backends `serve` runs, and the meta-tools that reach them.
 
 `Servers` keeps the registry (one supervised `Backend` per configured server, plus those added
-at run time) and implements what a backend reports to (`BackendSink`): notifications and logs
-(kept for get_notifications / get_logs, notifications also as events), its status changes (events
-for the host), the processes it spawns (journaled, so a later emceepee can stop what a dead one
-left), and its questions, which it asks the tasks about to label (exact only when certain).
+at run time, each reporting what it hears to core/hearing.py) and answers the meta-tools about
+servers, tools, resources, prompts, logs and notifications.
 
 Every failure is an `EmceepeeError` that says what to do next.
 """
@@ -12,25 +10,23 @@ Every failure is an `EmceepeeError` that says what to do next.
 from __future__ import annotations
 
 import functools
-import logging
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
-from pydantic import BaseModel
 
 from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec, reload
 from emceepee_cli.config.reload import Plan
-from emceepee_cli.core import patterns, policy, schema, transport, urlauth
-from emceepee_cli.core.answers import backend_reply
+from emceepee_cli.core import patterns, policy, schema, transport
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.direct import Direct
 from emceepee_cli.core.events import Events
-from emceepee_cli.core.heard import Heard, kept_params
+from emceepee_cli.core.heard import Heard
+from emceepee_cli.core.hearing import Hearing
 from emceepee_cli.core.listing import dump, tool_json
 from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
@@ -38,13 +34,8 @@ from emceepee_cli.core.roots import Roots
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.starts import StartSlots
 from emceepee_cli.core.tasks import Outcome, Tasks
-from emceepee_cli.errors import EmceepeeError, NotFound, UsageError
-from emceepee_cli.redact import redact, redact_data
+from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import PendingRow
-
-log = logging.getLogger(__name__)
 
 READY_WAIT_S = 10.0  # a request (not a tool call) to a backend that is still starting waits this long
 LISTING_WAIT_S = 2.0  # list_tools(server=…) of a backend still starting: a short wait, then its status
@@ -84,6 +75,18 @@ class Servers:
         self.direct = direct  # backend tools on the host's own tools/list
         self.log_dir = log_dir
         self.changing = anyio.Lock()  # one change of the set of backends at a time (tools, reload)
+        self.hearing = Hearing(
+            journal,
+            events,
+            heard,
+            questions,
+            tasks,
+            runtime,
+            instance_id,
+            native=native,
+            roots=roots,
+            direct=direct,
+        )
 
     def __repr__(self) -> str:
         return f"<Servers {list(self.backends)}>"
@@ -96,7 +99,7 @@ class Servers:
     def _start(self, spec: ServerSpec) -> Backend:
         if self.config.defaults.pass_env:  # every backend's, then its own
             spec = replace(spec, pass_env=(*self.config.defaults.pass_env, *spec.pass_env))
-        backend = Backend(spec, self, self.log_dir, self.starts)
+        backend = Backend(spec, self.hearing, self.log_dir, self.starts)
         self.backends[spec.name] = backend
         self.runtime.spawn(backend.run, name=f"backend {spec.name}")
         return backend
@@ -104,99 +107,6 @@ class Servers:
     def stop_all(self) -> None:
         for backend in self.backends.values():
             backend.stop()
-
-    # ---- BackendSink ------------------------------------------------------------------------
-
-    def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
-        """Kept for get_notifications and emitted as an event; a repeat is counted, not kept again."""
-        params, encoded = kept_params(redact_data(params))
-        self.heard.notification(server, method, params)
-        key = f"{server}\0{method}\0{encoded}"
-        self.events.emit("notification", server, {"method": method, "params": params}, coalesce=key)
-        if self.native is not None:
-            self.native.relay(server, method, params)
-        if method == "notifications/elicitation/complete" and isinstance(params.get("elicitationId"), str):
-            self.runtime.spawn(
-                urlauth.completed,
-                self.questions,
-                server,
-                params["elicitationId"],
-                name="elicitation complete",
-            )
-
-    def log(self, server: str, level: str, message: str, source: str) -> None:
-        self.heard.log(server, level, message, source)
-        if source == "mcp" and self.native is not None:
-            self.native.relay_log(server, level, redact(message))
-
-    def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
-        """Journal the process, so a later emceepee can stop it should this one die without doing so."""
-        if process.start_time is not None:
-            start = process.start_time
-            self.runtime.write(
-                self.journal, Journal.add_spawned, self.instance_id, backend.name, process.pid, start
-            )
-
-    def ended(self, backend: Backend, process: transport.ProcessInfo) -> None:
-        if process.returncode is not None:
-            self.runtime.write(self.journal, Journal.forget_spawned, self.instance_id, process.pid)
-
-    async def question(
-        self,
-        backend: Backend,
-        kind: str,
-        params: types.ElicitRequestParams | types.CreateMessageRequestParams,
-    ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
-        answered = await self._ask(backend, kind, params)
-        return answered if isinstance(answered, types.ErrorData) else backend_reply(answered)
-
-    async def _ask(self, backend: Backend, kind: str, params: BaseModel) -> PendingRow | types.ErrorData:
-        """A handshake-era backend asks mid-call: park (and maybe forward) it; its settled row.
-
-        The question is labelled with the call that asked only when that is certain: the one call
-        in flight on that backend."""
-        calls = self.tasks.in_flight(backend.name)
-        task_id, correlation = (calls[0].call_id, "sole") if len(calls) == 1 else (None, "server")
-        dumped = params.model_dump(mode="json", exclude_none=True)
-        try:
-            question = await self.questions.ask(
-                backend.name, kind, dumped, task_id=task_id, correlation=correlation
-            )
-        except EmceepeeError as exc:
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=exc.message)
-        return await self.questions.wait(question)
-
-    async def roots_of(self, backend: Backend) -> types.ListRootsResult:
-        return (
-            types.ListRootsResult(roots=[])
-            if self.roots is None
-            else await self.roots.for_backend(backend.spec)
-        )
-
-    def relisted(self, backend: Backend, listed: str) -> None:
-        if self.direct is not None:
-            self.direct.changed()
-        if self.native is not None:
-            self.native.relisted(listed)
-
-    def status_changed(self, backend: Backend, previous: Status) -> None:
-        if self.direct is not None:
-            self.direct.changed()
-        if backend.last_error:  # e.g. a missing `cwd`, quoted as expanded: show its ${VAR} form
-            backend.last_error = redact(backend.last_error)
-        detail = f": {backend.last_error}" if backend.last_error and backend.status != Status.READY else ""
-        self.log(backend.name, "info", f"{previous} -> {backend.status}{detail}", "emceepee")
-        if detail:  # the host's log of our stderr is often the only place a person looks
-            log.warning("backend %s: %s -> %s%s", backend.name, previous, backend.status, detail)
-        if backend.status == Status.READY and self.native is not None:
-            self.native.connected(backend)
-        kind = _SERVER_EVENTS.get((previous, backend.status)) or _SERVER_EVENTS.get((None, backend.status))
-        if kind:
-            data = {
-                "status": backend.status.value,
-                **({"error": backend.last_error} if backend.last_error else {}),
-            }
-            self.events.emit(kind, backend.name, data)
 
     # ---- looking things up ------------------------------------------------------------------
 
@@ -425,14 +335,6 @@ class Servers:
         if server:
             self.backend(server)
         return self.heard.logs_of(server, level, limit)
-
-
-_SERVER_EVENTS: dict[tuple[Status | None, Status], str] = {
-    (Status.STARTING, Status.READY): "server_connected",
-    (Status.RESTARTING, Status.READY): "server_restarted",
-    (Status.READY, Status.RESTARTING): "server_disconnected",
-    (None, Status.FAILED): "server_failed",
-}
 
 
 def _config_error(problems: list[ConfigProblem]) -> str:
