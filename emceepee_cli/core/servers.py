@@ -61,17 +61,11 @@ class Servers:
         log_dir: Path | None = None,
     ) -> None:
         self.config = config
-        self.journal = journal
-        self.events = events
         self.heard = heard
-        self.questions = questions
         self.tasks = tasks
         self.runtime = runtime
-        self.instance_id = instance_id
         self.starts = StartSlots()  # how many backends boot at once
         self.backends = backends
-        self.native = native  # the host's own lists, told what backends say
-        self.roots = roots
         self.direct = direct  # backend tools on the host's own tools/list
         self.log_dir = log_dir
         self.changing = anyio.Lock()  # one change of the set of backends at a time (tools, reload)
