@@ -22,11 +22,16 @@ class Piece(Enum):
     HEAD = "head"  # the start of a line over the limit; the rest of it is skipped
 
 
+MAX_PARTS = 32  # a line in more chunks than this is gathered in one buffer (a list of many tiny
+# chunks would cost ~40 bytes of bookkeeping per chunk: a trickling backend could run memory up)
+
+
 class Lines:
     def __init__(self, limit: int, head: int | None = None) -> None:
         self.limit = limit
         self.head = min(head or limit, limit)
         self._parts: list[bytes] = []  # the line in progress, joined once when it ends
+        self._buffer: bytearray | None = None  # or, once it came in many chunks, gathered here
         self._size = 0
         self._skipping = False
 
@@ -43,8 +48,7 @@ class Lines:
                     yield Piece.HEAD, self._head(piece)
                     self._skipping = True
                 elif piece:
-                    self._parts.append(piece)
-                    self._size += len(piece)
+                    self._keep(piece)
             if end < 0:
                 return
             if self._skipping:
@@ -57,20 +61,38 @@ class Lines:
         """At end of stream: the last line, if it had no newline."""
         if self._size and not self._skipping:
             yield Piece.LINE, self._take()
-        self._parts, self._size = [], 0
+        self._reset()
+
+    def _keep(self, piece: bytes) -> None:
+        self._size += len(piece)
+        if self._buffer is not None:
+            self._buffer += piece
+        elif len(self._parts) < MAX_PARTS:
+            self._parts.append(piece)
+        else:
+            self._buffer = bytearray().join(self._parts)
+            self._buffer += piece
+            self._parts = []
 
     def _head(self, piece: bytes) -> bytes:
         """The first `head` bytes of a line over the limit, whose kept parts are then dropped."""
         head = bytearray()
-        for part in (*self._parts, piece):
+        kept = self._parts if self._buffer is None else [self._buffer]
+        for part in (*kept, piece):
             head += part[: self.head - len(head)]
-        self._parts, self._size = [], 0
+        self._reset()
         return bytes(head)
 
     def _take(self) -> bytes:
-        """The line in progress, whole (copied once: a line that came in one chunk not at all)."""
-        parts, self._parts, self._size = self._parts, [], 0
+        """The line in progress, whole: copied once (a line that came in one chunk not at all)."""
+        parts, buffer = self._parts, self._buffer
+        self._reset()
+        if buffer is not None:
+            return bytes(buffer)
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _reset(self) -> None:
+        self._parts, self._buffer, self._size = [], None, 0
 
 
 _DECODER = json.JSONDecoder()

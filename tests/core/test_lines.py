@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 from emceepee_cli.core.lines import Lines, Piece, top_level
 
@@ -38,3 +39,32 @@ def test_a_value_cut_at_the_end_of_the_head_is_not_trusted() -> None:
     assert top_level(b'{"jsonrpc": "2.0", "id": 12') == {"jsonrpc": "2.0"}  # it may be 123…
     assert top_level(b'{"result": {"a": [1, 2') == {}
     assert top_level(b"not json at all") == {}
+
+
+def test_a_line_trickling_in_tiny_chunks_costs_about_its_own_size() -> None:
+    lines = Lines(limit=64 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        for _ in range(200_000):  # 400 KB, two bytes at a time: a backend writing as slowly as it can
+            assert list(lines.feed(b"ab")) == []
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 1024 * 1024  # one object per chunk would be ~9 MB; its buffer is ~0.4 MB
+    assert list(lines.feed(b"!\n")) == [(Piece.LINE, b"ab" * 200_000 + b"!")]
+
+
+def test_a_line_is_the_same_bytes_in_however_many_chunks_it_came() -> None:
+    line = bytes(range(256)).replace(b"\n", b"") * 40
+    for size in (1, 7, 100, len(line)):
+        lines = Lines(limit=len(line) + 1)
+        chunks = [line[i : i + size] for i in range(0, len(line), size)] + [b"\nnext"]
+        pieces = [p for chunk in chunks for p in lines.feed(chunk)] + list(lines.end())
+        assert pieces == [(Piece.LINE, line), (Piece.LINE, b"next")], size
+
+
+def test_the_head_of_a_line_that_came_in_many_chunks_is_its_first_bytes() -> None:
+    lines = Lines(limit=100, head=10)
+    pieces = [p for i in range(60) for p in lines.feed(b"%d" % (i % 10))]
+    pieces += [*lines.feed(b"y" * 50 + b"\nok\n")]
+    assert pieces == [(Piece.HEAD, b"0123456789"), (Piece.LINE, b"ok")]
