@@ -61,7 +61,7 @@ def test_any_other_shape_is_left_to_the_model(result: dict[str, Any]) -> None:
 def test_what_the_slow_parser_refuses_is_left_to_it() -> None:
     body = b'{"content":[{"type":"text","text":"x"}],"structuredContent":{"n":NaN}}'
     assert canonical(json.loads(body), body) is None
-    huge = b'{"content":[{"type":"text","text":"NaN"}],"_meta":{"deep":[{"n":-1e400}]}}'
+    huge = b'{"content":[{"type":"text","text":"x"}],"_meta":{"deep":[{"n":-1e400}]}}'
     assert canonical(json.loads(huge), huge) is None
     text = b'{"content":[{"type":"text","text":"NaN and Infinity"}],"isError":false}'
     assert canonical(json.loads(text), text) == slow_path(text)  # in a text, they are just words
