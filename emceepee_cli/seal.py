@@ -10,6 +10,7 @@ without loading the MCP SDK.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -34,7 +35,10 @@ class InstallKeyError(EmceepeeError):
 
 
 def install_key(folder: Path | None = None) -> bytes:
-    """This install's signing key, made on first use (0600); InstallKeyError if it cannot be used."""
+    """This install's signing key, made on first use (0600); InstallKeyError if it cannot be used.
+
+    A new key is written whole to a private file first and then linked into place, so no process
+    ever reads a key half written; if another process linked its key first, that one is used."""
     where = folder or paths.data_dir()
     path = where / KEY_FILE
     try:
@@ -45,14 +49,21 @@ def install_key(folder: Path | None = None) -> bytes:
     except OSError as exc:  # the folder cannot be made
         raise _unusable(path, exc) from exc
     key = secrets.token_bytes(KEY_BYTES)
+    draft = where / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it first: use theirs
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key.hex())
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(draft, path)
+    except FileExistsError:  # another process linked its key first: use theirs
         return read_key(path)
-    except OSError as exc:
+    except OSError as exc:  # a full disk, a folder we cannot write
         raise _unusable(path, exc) from exc
-    with os.fdopen(fd, "w") as f:
-        f.write(key.hex())
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(draft)
     return key
 
 

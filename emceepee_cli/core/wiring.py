@@ -190,10 +190,10 @@ def _install_key() -> bytes:
     which a restart forgets (tokens it handed out then stop working; the tasks stay in the journal)."""
     try:
         return seal.install_key()
-    except seal.InstallKeyError as exc:
+    except (seal.InstallKeyError, OSError) as exc:
         log.error(
             "%s This serve signs its tokens with a key of its own until it restarts. %s",
-            exc.message,
-            exc.hint,
+            getattr(exc, "message", exc),
+            getattr(exc, "hint", ""),
         )
         return secrets.token_bytes(seal.KEY_BYTES)
