@@ -22,8 +22,10 @@ class Piece(Enum):
     HEAD = "head"  # the start of a line over the limit; the rest of it is skipped
 
 
-MAX_PARTS = 32  # a line in more chunks than this is gathered in one buffer (a list of many tiny
-# chunks would cost ~40 bytes of bookkeeping per chunk: a trickling backend could run memory up)
+# A line in more chunks than this is gathered in one buffer: a list of many tiny chunks costs ~40
+# bytes of bookkeeping each, so a backend trickling a line could run memory up. A big result read
+# 64 KiB at a time stays in the list up to 64 MiB, and is copied once.
+MAX_PARTS = 1024
 
 
 class Lines:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tracemalloc
 
-from emceepee_cli.core.lines import Lines, Piece, top_level
+from emceepee_cli.core.lines import MAX_PARTS, Lines, Piece, top_level
 
 
 def test_lines_split_across_chunks_and_an_over_long_line_yields_only_its_head() -> None:
@@ -64,7 +64,7 @@ def test_a_line_is_the_same_bytes_in_however_many_chunks_it_came() -> None:
 
 
 def test_the_head_of_a_line_that_came_in_many_chunks_is_its_first_bytes() -> None:
-    lines = Lines(limit=100, head=10)
-    pieces = [p for i in range(60) for p in lines.feed(b"%d" % (i % 10))]
-    pieces += [*lines.feed(b"y" * 50 + b"\nok\n")]
+    lines = Lines(limit=MAX_PARTS + 100, head=10)
+    pieces = [p for i in range(MAX_PARTS + 28) for p in lines.feed(b"%d" % (i % 10))]  # past the list
+    pieces += [*lines.feed(b"y" * 100 + b"\nok\n")]
     assert pieces == [(Piece.HEAD, b"0123456789"), (Piece.LINE, b"ok")]
