@@ -16,7 +16,6 @@ import hmac
 import json
 import os
 import secrets
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -129,8 +128,12 @@ def task_resume_token(key: bytes, row: TaskRow, retention_s: float) -> str | Non
     (with it, the call goes on from there). It expires when the finished task would be purged."""
     if not resumable(row):
         return None
-    expires_at = row["expires_at"]
-    ends = datetime.fromisoformat(expires_at).timestamp() if expires_at else time.time() + 3600
+    expires_at = row["expires_at"]  # every working task has one; else an hour after it began
+    ends = (
+        datetime.fromisoformat(expires_at).timestamp()
+        if expires_at
+        else datetime.fromisoformat(row["created_at"]).timestamp() + 3600
+    )  # from the row alone, so the same task always gets the same token
     args = json.loads(row["args"] or "null")
     return sign_resume(key, row["task_id"], row["server"], row["tool"], args, ends + retention_s)
 
