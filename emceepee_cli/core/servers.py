@@ -21,21 +21,15 @@ from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec, reload
 from emceepee_cli.config.reload import Plan
 from emceepee_cli.core import patterns, policy, schema, transport
-from emceepee_cli.core.backend import Backend, Status
+from emceepee_cli.core.backend import Backend, BackendSink, Status
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.direct import Direct
-from emceepee_cli.core.events import Events
 from emceepee_cli.core.heard import Heard
-from emceepee_cli.core.hearing import Hearing
 from emceepee_cli.core.listing import dump, tool_json
-from emceepee_cli.core.native import Native
-from emceepee_cli.core.questions import Questions
-from emceepee_cli.core.roots import Roots
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.starts import StartSlots
 from emceepee_cli.core.tasks import Outcome, Tasks
 from emceepee_cli.errors import NotFound, UsageError
-from emceepee_cli.store.aio import AsyncJournal
 
 READY_WAIT_S = 10.0  # a request (not a tool call) to a backend that is still starting waits this long
 LISTING_WAIT_S = 2.0  # list_tools(server=…) of a backend still starting: a short wait, then its status
@@ -46,17 +40,12 @@ class Servers:
     def __init__(
         self,
         config: Config,
-        journal: AsyncJournal,
-        events: Events,
         heard: Heard,
-        questions: Questions,
         tasks: Tasks,
         runtime: Runtime,
-        instance_id: str,
         *,
+        hearing: BackendSink,
         backends: dict[str, Backend],
-        native: Native | None = None,
-        roots: Roots | None = None,
         direct: Direct | None = None,
         log_dir: Path | None = None,
     ) -> None:
@@ -64,23 +53,12 @@ class Servers:
         self.heard = heard
         self.tasks = tasks
         self.runtime = runtime
+        self.hearing = hearing  # what every backend reports to (core/hearing.py)
         self.starts = StartSlots()  # how many backends boot at once
         self.backends = backends
         self.direct = direct  # backend tools on the host's own tools/list
         self.log_dir = log_dir
         self.changing = anyio.Lock()  # one change of the set of backends at a time (tools, reload)
-        self.hearing = Hearing(
-            journal,
-            events,
-            heard,
-            questions,
-            tasks,
-            runtime,
-            instance_id,
-            native=native,
-            roots=roots,
-            direct=direct,
-        )
 
     def __repr__(self) -> str:
         return f"<Servers {list(self.backends)}>"

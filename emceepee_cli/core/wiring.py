@@ -25,6 +25,7 @@ from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.direct import Direct
 from emceepee_cli.core.events import EVENTS_KEPT, Events
 from emceepee_cli.core.heard import Heard
+from emceepee_cli.core.hearing import Hearing
 from emceepee_cli.core.host import HostLink
 from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
@@ -151,8 +152,7 @@ def build(
     questions.on_waiting(tasks.question_arrived)
     native = Native(backends, host, runtime)
     direct = Direct(backends, defaults, host, runtime)
-    servers = Servers(
-        config,
+    hearing = Hearing(
         journal,
         events,
         heard,
@@ -160,11 +160,12 @@ def build(
         tasks,
         runtime,
         instance_id,
-        backends=backends,
         native=native,
         roots=roots,
         direct=direct,
-        log_dir=log_dir,
+    )
+    servers = Servers(
+        config, heard, tasks, runtime, hearing=hearing, backends=backends, direct=direct, log_dir=log_dir
     )
     watcher = Watcher(journal, runtime, tasks, questions, instance_id, defaults.retention_s)
     return Services(
