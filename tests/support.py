@@ -281,3 +281,79 @@ class Terminal:
         code = self.process.wait(timeout=max(0.1, deadline - time.monotonic()))
         os.close(self.master)
         return code
+
+
+class LineHost:
+    """A host on a real `emceepee serve`'s pipes that reads replies of any size in linear time
+    (the SDK's stdio client re-joins its buffer per chunk, which a 60 MB reply makes quadratic),
+    with several requests in flight at once. The test owns serve's pid (`process.pid`)."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        self.next_id = 0
+        self.replies: dict[int, anyio.Event] = {}
+        self.lines: dict[int, bytes] = {}
+
+    async def initialize(self) -> None:
+        await self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "test-host", "version": "0"},
+            },
+        )
+        await self.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    async def write(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send((json.dumps(message) + "\n").encode())
+
+    async def request(self, method: str, params: dict[str, Any]) -> bytes:
+        """The whole reply line to one request (read its JSON with json.loads when it is small)."""
+        self.next_id += 1
+        request_id = self.next_id
+        done = self.replies[request_id] = anyio.Event()
+        await self.write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        await done.wait()
+        del self.replies[request_id]
+        return self.lines.pop(request_id)
+
+    async def tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A tool call's result (a small one), parsed."""
+        result: dict[str, Any] = json.loads(
+            await self.request("tools/call", {"name": name, "arguments": arguments})
+        )["result"]
+        return result
+
+    async def read(self) -> None:
+        """Hand every reply to its request, until serve's stdout ends (run beside the requests)."""
+        assert self.process.stdout is not None
+        parts: list[bytes] = []
+        async for chunk in self.process.stdout:
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
+                parts.append(chunk[start:end])
+                line, parts = b"".join(parts), []
+                self._deliver(line)
+                start = end + 1
+            parts.append(chunk[start:])
+
+    def _deliver(self, line: bytes) -> None:
+        request_id = _reply_id(line)
+        if request_id in self.replies:
+            self.lines[request_id] = line
+            self.replies[request_id].set()
+
+
+def _reply_id(line: bytes) -> Any:
+    """A reply's id, read from its head when it has the SDK's compact shape (a big result is not
+    parsed for it), else from the whole line."""
+    cut = line.find(b',"result":', 0, 200)
+    if cut > 0:
+        try:
+            return json.loads(line[:cut] + b"}").get("id")
+        except ValueError:
+            pass
+    doc = json.loads(line)
+    return doc.get("id") if isinstance(doc, dict) else None

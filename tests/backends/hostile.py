@@ -32,6 +32,9 @@ Once initialized, its tools misbehave on request:
     flood(n, method?)     n notifications (default notifications/tools/list_changed), then "flooded"
     stderr_blob(mb)       mb MiB on stderr with no newline, then "blob written"
     oversize(mb)          one result line of about mb MiB (a text block of that size)
+    big(mb, together, seed)  a text result of mb MiB (`big_text(mb, seed)`), written only once
+                          `together` big calls are waiting (a gate the calls release), so that
+                          many big answers reach serve at once
     garbage()             a line of non-JSON on stdout, then a normal answer
     die(code)             exit at once with `code`, without answering
     pattern_arg(s)        `s` back; its schema's `pattern` backtracks catastrophically on "aaa…b"
@@ -77,6 +80,7 @@ TOOLS: dict[str, dict[str, Any]] = {
     "flood": {"n": {"type": "integer"}, "method": {"type": "string"}},
     "stderr_blob": {"mb": {"type": "number"}},
     "oversize": {"mb": {"type": "number"}},
+    "big": {"mb": {"type": "number"}, "together": {"type": "integer"}, "seed": {"type": "integer"}},
     "garbage": {},
     "die": {"code": {"type": "integer"}},
     "pattern_arg": {"s": {"type": "string", "pattern": "^(a|aa)+$"}},
@@ -132,6 +136,18 @@ prompts: list[str] = []  # add_prompt's
 prompts_delay_s = 0.0
 
 out_lock = threading.Lock()
+barriers: dict[int, threading.Barrier] = {}  # big(together=N)'s gates, one per N
+BIG_GATE_S = 120.0  # a big call waits at most this long for the others
+
+
+def big_text(mb: float, seed: int) -> str:
+    """The text `big(mb, seed)` answers: mb MiB of ASCII that differs by seed and along its length
+    (so a result cut, swapped or shifted on the way reads differently)."""
+    size = int(mb * 1024 * 1024)
+    block = "".join(f"{seed:04d}:{i:06d};" for i in range(1 << 12))  # 48 KiB, no two lines alike
+    return (block * (size // len(block) + 1))[:size]
+
+
 description: str | None = None  # --describe
 extra_tools: list[str] = []  # --tool
 separators: tuple[str, str] | None = None  # --compact
@@ -196,6 +212,13 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
         )
         cut = head.index('"text": "') + len('"text": "')
         send_raw(head[:cut].encode() + b"y" * size + head[cut:].encode() + b"\n")
+    elif name == "big":
+        together = int(args.get("together", 1))
+        with out_lock:
+            barrier = barriers.setdefault(together, threading.Barrier(together))
+        barrier.wait(BIG_GATE_S)
+        value = text(big_text(float(args.get("mb", 1)), int(args.get("seed", 0))))
+        result(request_id, value)
     elif name == "garbage":
         send_raw(b"this is not json-rpc\n")
         result(request_id, text("after garbage"))
