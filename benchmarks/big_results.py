@@ -1,6 +1,6 @@
 """What big results cost `emceepee serve` in memory: its RSS peak while four arrive, and after.
 
-    python benchmarks/big_results.py [--mb 60] [--calls 4] [--slow-lane]
+    python benchmarks/big_results.py [--mb 60] [--calls 4] [--slow-lane] [--budget-mb N]
 
 A real `emceepee serve` (a throwaway EMCEEPEE_HOME) in front of the hostile backend
 (tests/backends/hostile.py, `big`: a text result of --mb MiB, written only once all --calls
@@ -96,12 +96,14 @@ async def phase(host: LineHost, name: str, mb: float, calls: int, promoted: bool
     )
 
 
-async def main(mb: float, calls: int, slow_lane: bool) -> None:
+async def main(mb: float, calls: int, slow_lane: bool, budget: float | None) -> None:
     with tempfile.TemporaryDirectory() as home:
         config = Path(home) / "config.toml"
         config.write_text(hostile_table("h", "--compact"))
         env = {k: v for k, v in os.environ.items() if k not in ("EMCEEPEE_CONFIG", "EMCEEPEE_DB")}
         env["EMCEEPEE_HOME"] = home
+        if budget is not None:
+            env["EMCEEPEE_RESULT_BUDGET_MB"] = str(budget)
         if slow_lane:
             env["EMCEEPEE_FAST_LANE"] = "0"
         async with await anyio.open_process(serve_command(config), env=env) as process:
@@ -131,5 +133,6 @@ if __name__ == "__main__":
     parser.add_argument("--mb", type=float, default=60)
     parser.add_argument("--calls", type=int, default=4)
     parser.add_argument("--slow-lane", action="store_true")
+    parser.add_argument("--budget-mb", type=float, help="EMCEEPEE_RESULT_BUDGET_MB for serve")
     opts = parser.parse_args()
-    anyio.run(main, opts.mb, opts.calls, opts.slow_lane)
+    anyio.run(main, opts.mb, opts.calls, opts.slow_lane, opts.budget_mb)

@@ -19,6 +19,7 @@ import anyio
 import mcp_types as types
 
 from emceepee_cli.clock import now_iso
+from emceepee_cli.core.spool import Held
 from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.ids import new_id
 from emceepee_cli.store.records import FINISHED_TASK, BadTransition, TaskRow, TaskStatus, task_json
@@ -80,12 +81,17 @@ ENDED = (CallState.ANSWERED, CallState.FINISHED)
 
 @dataclass(frozen=True)
 class Passed:
-    """A backend's result as the bytes the host gets, unparsed (the fast lane's, core/fastcall.py)."""
+    """A backend's result as the bytes the host gets, unparsed (the fast lane's, core/fastcall.py),
+    held within the result budget (core/spool.py) until it is delivered."""
 
-    body: bytes
+    body: Held
 
     def model(self) -> types.CallToolResult:
-        return types.CallToolResult.model_validate_json(self.body, by_name=False)
+        """The result as a model; the bytes are then released."""
+        try:
+            return types.CallToolResult.model_validate_json(self.body.read(), by_name=False)
+        finally:
+            self.body.release()
 
 
 @dataclass(eq=False)
@@ -122,7 +128,7 @@ class Call:
     token: str | None = None  # a backend's resume token its first request carries
     chain: Any = None  # core/chain.Chain: its steps, once it runs
     fast: bool = False  # it came by the fast lane: its backend may be called raw (core/fastcall.py)
-    raw: bytes | None = None  # its result as the bytes the host gets, when it was called raw
+    raw: Held | None = None  # its result as the bytes the host gets, when it was called raw
 
     def __repr__(self) -> str:
         return f"<Call {self.call_id} {self.server}.{self.tool} {self.state}>"

@@ -34,7 +34,7 @@ from mcp.client.session import (  # how the session reads a result, for the same
 )
 from mcp_types import methods
 
-from emceepee_cli.core import resume
+from emceepee_cli.core import resume, spool
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Call
 from emceepee_cli.core.chain import suggests_more
@@ -69,18 +69,18 @@ async def send(
     """One raw `tools/call`; its result as `Stepper._send` returns one (see the module's doc). A
     tool's output schema is checked by the session's own `validate_tool_result`, as on the slow
     path, so a result that fails it fails the call with the same error."""
-    answer = await exchanges.call(tool, args, progress)
-    body, result = read(answer)
+    result = read(await exchanges.call(tool, args, progress))  # the answer's line is dropped here
     if not isinstance(result, dict):
         raise TypeError("the answer's result is not a JSON object")
-    raw = canonical(result, body) if not call.promoted and not suggests_more(result) else None
+    raw = canonical(result, None) if not call.promoted and not suggests_more(result) else None
     if raw is not None:
         is_error = result.get("isError", False)
         if not is_error and _has_output_schema(session, tool):
             await session.validate_tool_result(
                 tool, types.CallToolResult.model_validate(result, by_name=False)
             )
-        call.raw = raw
+        del result  # its text, as big as the bytes, is not needed past here
+        call.raw = await spool.BUDGET.hold(raw)
         return types.CallToolResult.model_construct(content=[], is_error=is_error), None
     read_back, token = resume.read_result(as_session_reads(result, session.protocol_version or LEGACY))
     if isinstance(read_back, types.CallToolResult) and not read_back.is_error:
@@ -107,21 +107,13 @@ def as_session_reads(result: dict[str, Any], version: str) -> resume.RawResult:
     return resume.RawResult.model_validate(raw, by_name=False)
 
 
-def read(answer: Answer) -> tuple[bytes | None, Any]:
-    """The answer's result: its bytes (when they can be cut out whole) and its value.
+def read(answer: Answer) -> Any:
+    """The answer's result, parsed from its line whole (cutting the result's bytes out first would
+    cost one more copy of a big result, and they are serialized again anyway, see `canonical`).
 
     A JSON-RPC error raises MCPError, as the session would; a line that is not one answer raises
     ValueError (the slow path's "an answer emceepee cannot use").
     """
-    if answer.doc is None:
-        head = len(b'{"jsonrpc":"2.0","id":"') + len(answer.request_id) + len(b'","result":')
-        line = answer.line.rstrip(b" \t\r\n")
-        if line[head - len(b'"result":') : head] == b'"result":' and line.endswith(b"}"):
-            body = line[head:-1]
-            try:
-                return body, loads(body)  # one whole value: the line had no other member
-            except ValueError:
-                pass
     doc = answer.doc if answer.doc is not None else loads(answer.line)
     if not isinstance(doc, dict):
         raise TypeError("the answer is not a JSON object")
@@ -130,7 +122,7 @@ def read(answer: Answer) -> tuple[bytes | None, Any]:
         raise MCPError(code=error.code, message=error.message, data=error.data)
     if "result" not in doc:
         raise ValueError("the answer has neither a result nor an error")
-    return None, doc["result"]
+    return doc["result"]
 
 
 def canonical(result: dict[str, Any], body: bytes | None) -> bytes | None:

@@ -139,7 +139,8 @@ class Tasks:
             if call.error is not None:
                 raise call.error
             if call.raw is not None:
-                return Passed(call.raw)
+                raw, call.raw = call.raw, None  # the reply releases it once written
+                return Passed(raw)
             assert call.result is not None
             return call.result
         await self.recorder.promote(call)

@@ -31,7 +31,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from emceepee_cli import __version__, paths
 from emceepee_cli.config import Config, ConfigProblem, Defaults, load_config
-from emceepee_cli.core import schema, wiring
+from emceepee_cli.core import schema, spool, wiring
 from emceepee_cli.core.calls import Passed, Relay
 from emceepee_cli.core.wiring import Services
 from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
@@ -323,6 +323,7 @@ def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = N
     for problem in config.problems:
         log.warning("config: %s", problem)
     log_dir = paths.ensure_private_dir(paths.logs_dir())
+    spool.BUDGET.sweep()  # result files a serve that died left behind
     # What is loaded by now (the SDK, emceepee, the config) lives as long as serve: frozen, the
     # collector no longer walks it on every collection, which calls in flight trigger often.
     gc.freeze()

@@ -19,10 +19,11 @@ the same result (with its envelope blocks) serialized as the SDK does. A host's
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio
@@ -30,6 +31,7 @@ import mcp_types as types
 from mcp_types import methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from emceepee_cli.core import spool
 from emceepee_cli.core.calls import Passed, Relay
 from emceepee_cli.core.fastwire import loads
 from emceepee_cli.core.wiring import Services
@@ -92,24 +94,32 @@ class FastLane:
             scope.cancel()
 
     async def _serve(self, services: Services, plan: _Plan, wire: HostWire, scope: anyio.CancelScope) -> None:
-        request_id, name, arguments, progress_token = plan
+        request_id = plan[0]
+        passed: list[Passed] = []  # a backend's bytes: released once written, whatever happens
         try:
             with scope:
-                relay = None
-                if progress_token is not None:
-                    relay = Relay(_progress_sender(wire, progress_token))
-                try:
-                    result, own = await self.dispatch(services, name, arguments, Call(relay=relay, fast=True))
-                    parts = _reply(services, wire, request_id, result, own)
-                except Exception:  # the host must get an answer whatever went wrong here
-                    log.exception("the fast lane failed to answer request %r", request_id)
-                    await wire.send_error(
-                        request_id, types.INTERNAL_ERROR, "emceepee failed inside tools/call"
-                    )
-                    return
-                await wire.send_line(*parts)
+                await self._answer(services, plan, wire, passed)
         finally:
             self._running.pop(request_id, None)
+            for result in passed:
+                result.body.release()
+                spool.give_back(result.body.size)
+
+    async def _answer(self, services: Services, plan: _Plan, wire: HostWire, passed: list[Passed]) -> None:
+        request_id, name, arguments, progress_token = plan
+        relay = None
+        if progress_token is not None:
+            relay = Relay(_progress_sender(wire, progress_token))
+        try:
+            result, own = await self.dispatch(services, name, arguments, Call(relay=relay, fast=True))
+            if isinstance(result, Passed):
+                passed.append(result)
+            parts = _reply(services, wire, request_id, result, own)
+        except Exception:  # the host must get an answer whatever went wrong here
+            log.exception("the fast lane failed to answer request %r", request_id)
+            await wire.send_error(request_id, types.INTERNAL_ERROR, "emceepee failed inside tools/call")
+            return
+        await wire.send_parts(parts)
 
 
 _Plan = tuple[RequestId, str, dict[str, Any] | None, str | int | None]
@@ -143,18 +153,14 @@ def _reply(
     request_id: RequestId,
     result: types.CallToolResult | Passed,
     own: bool,
-) -> tuple[bytes, ...]:
-    """The whole answer line (in parts), as the SDK server writes it for the slow path's result."""
+) -> Iterable[bytes]:
+    """The whole answer line (in parts, a backend's bytes read as they are written), as the SDK
+    server writes it for the slow path's result."""
     events, pending = services.events.take(), services.questions.for_client()
     if isinstance(result, Passed):
         if not events and not pending:
-            return (
-                b'{"jsonrpc":"2.0","id":',
-                json.dumps(request_id).encode(),
-                b',"result":',
-                result.body,
-                b"}",
-            )
+            head = (b'{"jsonrpc":"2.0","id":', json.dumps(request_id).encode(), b',"result":')
+            return itertools.chain(head, result.body.chunks(), (b"}",))
         result = result.model()
     reply = with_envelope(result, events, pending, own=own)
     dumped = reply.model_dump(by_alias=True, mode="json", exclude_none=True)

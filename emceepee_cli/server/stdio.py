@@ -27,12 +27,13 @@ terminal a person ran serve in is left as it was.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -44,9 +45,12 @@ import pydantic
 import pydantic_core
 from mcp.shared.message import SessionMessage
 
+from emceepee_cli.core import spool
+
 log = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one message; the host's sampling answers can carry images
+JOIN_BYTES = 256 * 1024  # parts of a reply smaller than this are joined into one write
 READ_CHUNK_BYTES = 1024 * 1024
 BATCH_VERSION = "2025-03-26"  # the one MCP version whose JSON-RPC layer has batches
 
@@ -186,8 +190,9 @@ class HostWire:
 
     # ---- out ------------------------------------------------------------------------------
 
-    async def outgoing(self, message: types.JSONRPCMessage) -> None:
-        """Write one message from the server; a reply to a batched request joins its batch."""
+    async def outgoing(self, message: types.JSONRPCMessage) -> int:
+        """Write one message from the server; a reply to a batched request joins its batch.
+        How many bytes were written (0 while a batch waits)."""
         request_id = getattr(message, "id", None)
         if request_id in self._initialize:
             self._initialize.discard(request_id)
@@ -196,36 +201,57 @@ class HostWire:
                 self.protocol = version if isinstance(version, str) else None
         batch = self._batches.pop(request_id, None) if request_id is not None else None
         if batch is None:
-            await self._write(_dump(message))
-            return
+            return await self._write(_dump(message))
         batch.replies.append(_dump(message))
         batch.waiting.discard(request_id)
         if not batch.waiting:
-            await self._write("[" + ",".join(batch.replies) + "]")
+            return await self._write("[" + ",".join(batch.replies) + "]")
+        return 0
 
     async def send_error(self, request_id: RequestId | None, code: int, message: str) -> None:
         await self._write(_dump(_error(request_id, message, code)))
 
     async def send_line(self, *parts: bytes) -> None:
-        """One whole message, already serialized (the fast lane's), perhaps in parts: a big
-        result's bytes are copied once, into the line."""
-        await self._write_bytes(b"".join((*parts, b"\n")))
+        """One whole message, already serialized (the fast lane's), perhaps in parts."""
+        await self.send_parts(parts)
 
-    async def _write(self, line: str) -> None:
-        await self._write_bytes((line + "\n").encode())
-
-    async def _write_bytes(self, data: bytes) -> None:
+    async def send_parts(self, parts: Iterable[bytes]) -> None:
+        """One whole message from its parts, read as it is written: small parts are joined into
+        one write, a big one (a result's bytes, or a spooled result's chunks) is written as it
+        is, never copied into the line."""
         async with self._lock:
-            if self.broken:
-                return
-            try:
-                if self.on_loop:
-                    await _write_on_loop(self.out_fd, data)
-                else:
-                    await anyio.to_thread.run_sync(_write_all, self.out_fd, data)
-            except OSError as exc:  # the host closed its end; stdin's EOF follows and ends serve
-                self.broken = True
-                log.warning("cannot write to the host (%s); dropping replies until stdin closes", exc)
+            joined: list[bytes] = []
+            size = 0
+            for part in itertools.chain(parts, (b"\n",)):
+                if len(part) >= JOIN_BYTES:
+                    await self._emit(b"".join(joined))
+                    await self._emit(part)
+                    joined, size = [], 0
+                    continue
+                joined.append(part)
+                size += len(part)
+                if size >= JOIN_BYTES:
+                    await self._emit(b"".join(joined))
+                    joined, size = [], 0
+            await self._emit(b"".join(joined))
+
+    async def _write(self, line: str) -> int:
+        data = line.encode()  # not (line + "\n"): that would be one more copy of a big reply
+        await self.send_parts((data,))
+        return len(data)
+
+    async def _emit(self, data: bytes) -> None:
+        """Write `data` (the caller holds the lock); a host gone means nothing is written."""
+        if self.broken or not data:
+            return
+        try:
+            if self.on_loop:
+                await _write_on_loop(self.out_fd, data)
+            else:
+                await anyio.to_thread.run_sync(_write_all, self.out_fd, data)
+        except OSError as exc:  # the host closed its end; stdin's EOF follows and ends serve
+            self.broken = True
+            log.warning("cannot write to the host (%s); dropping replies until stdin closes", exc)
 
 
 async def _pump_in(
@@ -259,7 +285,9 @@ async def _pump_in(
 async def _pump_out(from_server: anyio.abc.ObjectReceiveStream[SessionMessage], wire: HostWire) -> None:
     async with from_server:
         async for session_message in from_server:
-            await wire.outgoing(session_message.message)
+            size = await wire.outgoing(session_message.message)
+            del session_message  # the reply's model: gone before memory is given back
+            spool.give_back(size)
 
 
 async def _read(fd: int, on_loop: bool) -> bytes:
