@@ -90,7 +90,9 @@ class _Follower:
             self.hold(config, plan)
             return
         if was_held is not None:
-            log.info("config reload: %s no longer; nothing was stopped for it", was_held.reason)
+            log.info(
+                "config reload: the file changed before a hold ended (%s); nothing stopped", was_held.reason
+            )
         await self.apply(config, asked or CHANGED)
 
     def hold(self, config: Config, plan: Plan) -> None:
