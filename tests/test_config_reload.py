@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from emceepee_cli.config import ServerSpec, add_server, load_config
-from emceepee_cli.config.reload import plan, signature
+from emceepee_cli.config.reload import emptying, plan, signature
 
 
 def write(path: Path, text: str) -> Path:
@@ -48,3 +48,19 @@ def test_the_signature_changes_with_the_file(tmp_path: Path) -> None:
     first = signature(path)
     write(path, "ab")
     assert first is not None and signature(path) != first
+
+
+def test_a_file_that_names_no_server_empties_only_if_it_would_stop_some(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.toml", '[servers.a]\ncommand = "a"\n')
+    loaded = load_config(path)
+    adhoc = {"adhoc": ServerSpec("adhoc", command="x")}  # add_server(persist=false): not the file's
+    for text in ("", "[defaults]\ntimeout_ms = 5\n"):
+        new = load_config(write(path, text))
+        assert emptying(plan({**loaded.servers, **adhoc}, loaded, new), new), text
+    cut = load_config(write(path, "[servers.a]\n"))  # a table cut short keeps its server running
+    assert not emptying(plan(loaded.servers, loaded, cut), cut)
+    gone = load_config(tmp_path / "gone.toml")
+    assert emptying(plan(loaded.servers, loaded, gone), gone)
+    assert not emptying(plan(adhoc, loaded, gone), gone)  # a's already gone: nothing would stop
+    renamed = load_config(write(path, '[servers.b]\ncommand = "a"\n'))
+    assert not emptying(plan(loaded.servers, loaded, renamed), renamed)

@@ -7,6 +7,10 @@ whose new table is broken keeps running as it was, and the plan says why, so a t
 a working backend down; the same goes for a file that is not TOML at all (the caller keeps the
 whole running config). `[defaults]` are read when `serve` starts: a change is reported, not applied.
 
+`emptying` says when a file would stop every server it had: what an editor's save looks like
+half way (the file truncated, or deleted before it is written anew) as often as a choice, so the
+file watch waits longer before it applies one (server/reload.py).
+
 `Signature` tells a file that changed from one that did not, cheaply, for the file watch.
 """
 
@@ -87,6 +91,11 @@ def plan(running: Mapping[str, ServerSpec], loaded: Config, new: Config) -> Plan
         kept=kept,
         defaults_changed=new.defaults != loaded.defaults,
     )
+
+
+def emptying(plan: Plan, new: Config) -> bool:
+    """The file `new` names no server, and going over to it would stop some (`plan`)."""
+    return not new.servers and bool(plan.stop)
 
 
 def _broken(problems: tuple[ConfigProblem, ...]) -> dict[str, str]:

@@ -59,6 +59,9 @@ class Servers:
         self.direct = direct  # backend tools on the host's own tools/list
         self.log_dir = log_dir
         self.changing = anyio.Lock()  # one change of the set of backends at a time (tools, reload)
+        # Each backend's table as the file (or add_server) gave it, before [defaults] add to it: what
+        # a reload compares, so a table that did not change never looks changed.
+        self.tables: dict[str, ServerSpec] = {}
 
     def __repr__(self) -> str:
         return f"<Servers {list(self.backends)}>"
@@ -69,6 +72,7 @@ class Servers:
             self._start(spec)
 
     def _start(self, spec: ServerSpec) -> Backend:
+        self.tables[spec.name] = spec
         if self.config.defaults.pass_env:  # every backend's, then its own
             spec = replace(spec, pass_env=(*self.config.defaults.pass_env, *spec.pass_env))
         backend = Backend(spec, self.hearing, self.log_dir, self.starts)
@@ -168,8 +172,7 @@ class Servers:
         """Go over to a reloaded config file: only the servers that changed in it start, stop or
         restart (config/reload.py says which); what was done."""
         async with self.changing:
-            running = {name: backend.spec for name, backend in self.backends.items()}
-            plan = reload.plan(running, self.config, config)
+            plan = self.plan(config)
             async with anyio.create_task_group() as tg:
                 for name in (*plan.stop, *(spec.name for spec in plan.restart)):
                     if name in self.backends:
@@ -180,12 +183,18 @@ class Servers:
             self.config = config
         return plan
 
+    def plan(self, config: Config) -> Plan:
+        """What `reconfigure(config)` would do now; nothing is touched."""
+        running = {name: self.tables.get(name, backend.spec) for name, backend in self.backends.items()}
+        return reload.plan(running, self.config, config)
+
     async def _retire(self, name: str) -> Backend:
         """Stop a backend (bounded) and forget it."""
         backend = self.backends[name]
         backend.stop()
         await backend.wait_for(lambda s: s in (Status.STOPPED, Status.FAILED, Status.DISABLED), STOP_WAIT_S)
         self.backends.pop(name, None)
+        self.tables.pop(name, None)
         if self.direct is not None:
             self.direct.changed()
         return backend

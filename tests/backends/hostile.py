@@ -28,6 +28,8 @@ Once initialized, its tools misbehave on request:
     echo(text)            the text back (the one well-behaved tool)
     pid()                 this process's pid, as text
     slow(seconds)         sleeps, then answers "done"
+    hold(gate)            answers "released" once the file `gate` exists: a call in flight until
+                          the test lets it end
     malformed()           a result whose `content` is a string, not a list
     flood(n, method?)     n notifications (default notifications/tools/list_changed), then "flooded"
     stderr_blob(mb)       mb MiB on stderr with no newline, then "blob written"
@@ -76,6 +78,7 @@ TOOLS: dict[str, dict[str, Any]] = {
     "echo": {"text": {"type": "string"}},
     "pid": {},
     "slow": {"seconds": {"type": "number"}},
+    "hold": {"gate": {"type": "string"}},
     "malformed": {},
     "flood": {"n": {"type": "integer"}, "method": {"type": "string"}},
     "stderr_blob": {"mb": {"type": "number"}},
@@ -192,6 +195,10 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
     elif name == "slow":
         time.sleep(float(args.get("seconds", 1)))
         result(request_id, text("done"))
+    elif name == "hold":
+        while not os.path.exists(str(args.get("gate"))):
+            time.sleep(0.02)
+        result(request_id, text("released"))
     elif name == "malformed":
         result(request_id, {"content": "not a list"})
     elif name == "flood":
