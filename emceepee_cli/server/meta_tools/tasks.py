@@ -113,7 +113,9 @@ async def cancel_task(services: Services, args: dict[str, Any], call: Call) -> P
     "a question arrives) or timeout_ms passes; returns at once if events are waiting. Returns "
     "triggers, events, the tasks still working (pending_server), the questions awaiting an answer "
     "(pending_client) and last_event_id. If a reply was lost, pass the last event id you saw as "
-    "since_event_id to have the events after it again.",
+    "since_event_id to have the events after it again. Each event is delivered once: when several "
+    "calls wait at once, every one wakes; the events go with the first reply, and the others return "
+    "with the trigger delivered_elsewhere (its since_event_id reads them again).",
     {
         "timeout_ms": {
             **WAIT_MS,
