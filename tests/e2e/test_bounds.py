@@ -118,6 +118,37 @@ async def test_two_await_activity_calls_both_return_when_another_reply_takes_the
     assert gone and changed(again["events"]) == carried  # since_event_id reads it again
 
 
+async def test_sixty_parked_questions_ride_on_a_reply_as_a_count_and_the_newest_five(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.toml", example_table("elicit", "elicit.py", elicitation="park"))
+    async with serving(config) as client:
+        with anyio.fail_after(120):
+            await until_ready(client, "elicit")
+            asked = [await ask(client, f"Question {n}?") for n in range(PARKED)]
+            reply = await client.call_tool("list_servers", {})
+            activity = payload(await client.call_tool("await_activity", {"timeout_ms": 0}))
+            listed = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
+            task = payload(await client.call_tool("get_task", {"task_id": asked[0]["proxy_task"]["task_id"]}))
+            cli = await anyio.to_thread.run_sync(lambda: run_cli("pending", "--json"))
+    pending = envelope(reply)["pending_client_action"]
+    assert size(reply) < 6_000, size(reply)  # sixty reminders would be about 20 kB
+    assert [q["message"] for q in pending["elicitations"]] == [f"Question {n}?" for n in range(55, 60)]
+    assert pending["total"] == {"elicitations": PARKED}
+    assert pending["more"] == {"elicitations": {"count": PARKED - 5, "list_with": "get_elicitations()"}}
+    assert [q["message"] for q in listed] == [f"Question {n}?" for n in range(PARKED)]  # all of them
+    assert cli.returncode == 0, cli.stderr
+    assert len(json.loads(cli.stdout)["pending"]) == PARKED
+
+    last = asked[-1]["pending_on_server"]  # the promotion of the sixtieth call: bounded the same way
+    assert len(last["tasks"]) == 5 and len(last["elicitations_for_server"]) == 5
+    assert last["total"] == {"tasks": PARKED, "elicitations_for_server": PARKED}
+    assert last["more"]["tasks"] == {"count": PARKED - 5, "list_with": "list_tasks(server='elicit')"}
+    [working] = activity["pending_server"]
+    assert len(working["working_tasks"]) == 5 and working["total"] == {"working_tasks": PARKED}
+    assert activity["pending_client"]["total"] == {"elicitations": PARKED}
+    assert len(task["pending_elicitations_for_server"]) == 5
+    assert task["total"] == {"pending_elicitations_for_server": PARKED}
+
+
 async def ask(client: Client, question: str) -> dict[str, Any]:
     """A call to elicit's `ask`, promoted as soon as its question is parked."""
     args = {"server": "elicit", "tool": "ask", "args": {"question": question}, "timeout_ms": 30_000}
