@@ -11,6 +11,9 @@ event id it saw: `since()` reads the events delivered after it back from the jou
 session that ended never delivered is claimed by the next `serve` to start (`replay()`), and
 delivered once more, marked `replayed`.
 
+Every `await_activity` waiting wakes when an event arrives, however many wait at once; the
+first reply to take it carries it, and the others hear that it went elsewhere (core/activity.py).
+
 A backend cannot make this grow without bound. An event emitted with a `coalesce` key that
 matches one still undelivered is counted on it (`data.count`) instead of added. At most
 `EVENTS_KEPT` wait undelivered: past that the oldest are dropped (the journal still has them)
@@ -50,6 +53,8 @@ class Events:
         self._keys: dict[str, str] = {}  # event_id -> its coalescing key
         self._dropped = 0
         self._arrived = anyio.Event()
+        self._arrivals = 0  # events emitted, counted on or replayed so far: what a waiter watches
+        self.handed_out = 0  # events handed over so far, by any reply
         self._unwritten = 0  # journal writes started and not yet ended
         self._written = anyio.Event()
         self.delivered: str | None = None  # the last of this session's own events handed over
@@ -91,6 +96,7 @@ class Events:
             if event["data"].get("count", 1) > 1:  # journaled with the count it had then
                 self._write(Journal.update_event_data, event["event_id"], event["data"])
             taken.append(event)
+        self.handed_out += len(taken)
         own = [e["event_id"] for e in taken if not e.get("replayed")]
         if own:
             self.delivered = own[-1]
@@ -115,11 +121,16 @@ class Events:
         )
 
     async def wait(self, timeout_s: float) -> bool:
-        """Wait (bounded) for an undelivered event; True if there is one."""
+        """Wait (bounded) until an event is undelivered or one arrived since the wait began; True if so.
+
+        An event that arrived meanwhile may already be gone: every waiter wakes, and the reply
+        that takes first carries it. The others must not sleep on past it (`activity.py` says
+        where it went)."""
+        began = self._arrivals
         with anyio.move_on_after(timeout_s):
-            while not self.waiting():
+            while not self.waiting() and self._arrivals == began:
                 await self._arrived.wait()
-        return self.waiting()
+        return self.waiting() or self._arrivals != began
 
     async def written(self, timeout_s: float) -> None:
         """Wait (bounded) until the journal writes started so far have ended."""
@@ -147,6 +158,7 @@ class Events:
         return OwnedEvent(**event, instance_id=self.instance_id)
 
     def _wake(self) -> None:
+        self._arrivals += 1
         self._arrived.set()
         self._arrived = anyio.Event()
 

@@ -28,6 +28,7 @@ from emceepee_cli.config import Defaults, Policy
 from emceepee_cli.core.answers import answer_question
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.host import HostLink
+from emceepee_cli.core.newest import newest
 from emceepee_cli.core.reminders import reminder
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.errors import BackendError, EmceepeeError
@@ -40,6 +41,12 @@ logger = logging.getLogger(__name__)
 
 PolicyFn = Callable[[str, str], Policy]  # (server, kind) -> auto | forward | park
 Waiting = Callable[[str, str | None], None]  # (server, task_id): a question now waits on the client
+LISTING = {  # the tool that lists each of a reply's lists of questions whole
+    "elicitations": "get_elicitations",
+    "sampling_requests": "get_sampling_requests",
+    "elicitations_for_server": "get_elicitations",
+    "sampling_requests_for_server": "get_sampling_requests",
+}
 
 
 class LogSink(Protocol):
@@ -338,18 +345,26 @@ class Questions:
         ]
 
     def for_client(self) -> dict[str, Any]:
-        """Category 4: questions from backends awaiting an answer (empty when there are none), each
-        whole the first time a reply carries it and a reminder after."""
-        elicitations, sampling = self._once(Kind.ELICITATION), self._once(Kind.SAMPLING)
-        return (
-            {"elicitations": elicitations, "sampling_requests": sampling} if elicitations or sampling else {}
-        )
+        """Category 4: questions from backends awaiting an answer (empty when there are none), the
+        newest few of each kind (core/newest.py), each whole the first time a reply carries it and
+        a reminder after."""
+        lists = {
+            "elicitations": self.listed(Kind.ELICITATION),
+            "sampling_requests": self.listed(Kind.SAMPLING),
+        }
+        if not any(lists.values()):
+            return {}
+        kept, extra = newest(lists, {key: f"{LISTING[key]}()" for key in lists})
+        return {key: self._once(items) for key, items in kept.items()} | extra
 
     def for_server(self, server: str) -> dict[str, Any]:
-        return {
-            "elicitations_for_server": self._once(Kind.ELICITATION, server),
-            "sampling_requests_for_server": self._once(Kind.SAMPLING, server),
+        """The questions of one server awaiting an answer, as `for_client` shows them."""
+        lists = {
+            "elicitations_for_server": self.listed(Kind.ELICITATION, server),
+            "sampling_requests_for_server": self.listed(Kind.SAMPLING, server),
         }
+        kept, extra = newest(lists, {key: f"{LISTING[key]}(server='{server}')" for key in lists})
+        return {key: self._once(items) for key, items in kept.items()} | extra
 
     def shown(self, request_ids: Iterable[str]) -> None:
         """These questions were just shown whole (as a saga's steps): the rest of a reply reminds."""
@@ -357,9 +372,9 @@ class Questions:
             if (question := self.live.get(request_id)) is not None:
                 question.shown = True
 
-    def _once(self, kind: str, server: str | None = None) -> list[Any]:
+    def _once(self, questions: list[QuestionJson]) -> list[Any]:
         out = []
-        for question in self.listed(kind, server):
+        for question in questions:
             live = self.live[question["request_id"]]
             out.append(reminder(question) if live.shown else question)
             live.shown = True

@@ -44,6 +44,7 @@ from emceepee_cli.core.calls import (
 from emceepee_cli.core.chain import Step
 from emceepee_cli.core.driving import Check, Driver
 from emceepee_cli.core.events import Events
+from emceepee_cli.core.newest import merged, newest
 from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.recorder import JOURNAL_WAIT_S, Recorder
 from emceepee_cli.core.runtime import Runtime
@@ -264,8 +265,12 @@ class Tasks:
         return [{**Step.from_row(r).trace(), "result": json.loads(r["result"] or "null")} for r in rows]
 
     async def pending_on_server(self, server: str) -> dict[str, Any]:
+        """The server's working tasks and its questions, the newest few of each (core/newest.py)."""
         rows = await self.journal.run(Journal.tasks, server=server, instance_id=self.instance_id)
-        return {"server": server, "tasks": [task_json(r) for r in rows], **self.questions.for_server(server)}
+        kept, cut = newest({"tasks": rows}, {"tasks": f"list_tasks(server='{server}')"})
+        questions = self.questions.for_server(server)
+        tasks = [task_json(r) for r in kept["tasks"]]
+        return {"server": server, "tasks": tasks, **questions, **merged(questions, cut)}
 
     async def list_tasks(
         self,
@@ -348,7 +353,11 @@ class Tasks:
                 by_server.setdefault(call.server, []).append(
                     {"task_id": call.call_id, "tool": call.tool, "status": "working"}
                 )
-        return [{"server": server, "working_tasks": tasks} for server, tasks in by_server.items()]
+        out = []
+        for server, tasks in by_server.items():
+            kept, cut = newest({"working_tasks": tasks}, {"working_tasks": f"list_tasks(server='{server}')"})
+            out.append({"server": server, **kept, **cut})
+        return out
 
     # ---- housekeeping (the watcher) ------------------------------------------------------
 

@@ -17,8 +17,8 @@ REQUEST_ID = {"type": "string", "description": "The request_id (or a unique pref
 @group.tool(
     "get_elicitations",
     "List the questions backend servers are waiting on the user for (elicitations): message, "
-    "the schema of the expected answer (or a URL to open), server and task. "
-    "Answer with respond_to_elicitation.",
+    "the schema of the expected answer (or a URL to open), server and task: all of them (a reply's "
+    "pending_client_action carries only the newest 5). Answer with respond_to_elicitation.",
     {"server": SERVER_FILTER},
 )
 async def get_elicitations(services: Services, args: dict[str, Any], call: Call) -> Payload:
@@ -55,7 +55,8 @@ async def respond_to_elicitation(services: Services, args: dict[str, Any], call:
 
 @group.tool(
     "get_sampling_requests",
-    "List the LLM completions backend servers are waiting for (sampling requests), with their messages. "
+    "List the LLM completions backend servers are waiting for (sampling requests), with their messages: "
+    "all of them (a reply's pending_client_action carries only the newest 5). "
     "You may answer them yourself with respond_to_sampling.",
     {"server": SERVER_FILTER},
 )

@@ -63,14 +63,21 @@ async def list_tasks(services: Services, args: dict[str, Any], call: Call) -> Pa
 async def get_task(services: Services, args: dict[str, Any], call: Call) -> Payload:
     task = await services.tasks.get_json(args["task_id"])
     steps = await services.tasks.steps(task["task_id"])
+    pending = services.questions.for_server(task["server"])
     return {
         "task": task,
         **({"steps": steps} if steps else {}),
-        "pending_elicitations_for_server": services.questions.for_server(task["server"])[
-            "elicitations_for_server"
-        ],
+        "pending_elicitations_for_server": pending["elicitations_for_server"],
+        **_cut_as(pending, "elicitations_for_server", "pending_elicitations_for_server"),
         **services.tasks.saga(task["task_id"]),
     }
+
+
+def _cut_as(block: dict[str, Any], key: str, name: str) -> dict[str, Any]:
+    """The `total` and `more` (core/newest.py) of one list of `block`, shown under another name."""
+    if key not in block.get("more", {}):
+        return {}
+    return {"total": {name: block["total"][key]}, "more": {name: block["more"][key]}}
 
 
 @group.tool(
@@ -113,7 +120,11 @@ async def cancel_task(services: Services, args: dict[str, Any], call: Call) -> P
     "a question arrives) or timeout_ms passes; returns at once if events are waiting. Returns "
     "triggers, events, the tasks still working (pending_server), the questions awaiting an answer "
     "(pending_client) and last_event_id. If a reply was lost, pass the last event id you saw as "
-    "since_event_id to have the events after it again.",
+    "since_event_id to have the events after it again. Each event is delivered once: when several "
+    "calls wait at once, every one wakes; the events go with the first reply, and the others return "
+    "with the trigger delivered_elsewhere (its since_event_id reads them again). Only the newest 5 "
+    "of each list of tasks and questions come along; `more` says how many more and which tool lists "
+    "them all.",
     {
         "timeout_ms": {
             **WAIT_MS,
