@@ -143,3 +143,35 @@ async def test_a_request_nested_past_the_limit_is_refused_naming_its_field(confi
                 reply = await answer(host, f"deep-{levels}-{n}", method, params, deep=levels)
                 refused(reply, field, f"nested more than {MAX_DEPTH} levels deep")
             await still_serving(host)
+
+
+@pytest.mark.parametrize("fast_lane", ["1", "0"])
+async def test_a_backend_answer_no_parser_can_read_fails_its_call_with_the_reason(
+    config: Path, fast_lane: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone surrogate or 200-deep nesting in a backend's answer: the SDK's parser refuses the
+    line, which used to leave the call waiting for ever (or fail it with an internal error)."""
+    monkeypatch.setenv("EMCEEPEE_FAST_LANE", fast_lane)
+    async with line_host(config) as host:
+        with anyio.fail_after(60):
+            await begin(host)
+        for n, (tool, args, why) in enumerate(
+            [
+                ("lone_surrogate", {"where": "text"}, "hex escape"),
+                ("lone_surrogate", {"where": "structured"}, "hex escape"),
+                ("deep", {"levels": 200}, "recursion limit"),
+                ("deep", {"levels": 50_000}, "recursion limit"),
+            ]
+        ):
+            for name, arguments in (
+                ("execute_tool", {"server": "h", "tool": tool, "args": args}),
+                (f"h__{tool}", args),
+            ):
+                reply = await answer(
+                    host, f"{tool}-{n}-{name}", "tools/call", {"name": name, "arguments": arguments}
+                )
+                result = reply["result"]
+                assert result["isError"] is True, reply
+                text = result["content"][0]["text"]
+                assert f"tools/call '{tool}'" in text and "could not be read" in text and why in text, text
+            await still_serving(host)
