@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import shutil
@@ -36,6 +37,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 import mcp_types as types
+import pydantic
 from mcp.shared.message import SessionMessage
 
 from emceepee_cli.core import procs
@@ -198,15 +200,36 @@ class _Pipes:
                             if not await self._oversized(data):
                                 return  # an answer nobody can be told about: end the connection
                         elif data.strip() and not await self.exchanges.deliver(data):
-                            await self.to_session.send(_parse(data))
+                            await self._to_session(data)
                 for _, data in lines.end():
                     if data.strip() and not await self.exchanges.deliver(data):
-                        await self.to_session.send(_parse(data))
+                        await self._to_session(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass  # the session went away first; shutdown drains the rest
         finally:
             self.exchanges.close()
             self.info.closed.set()
+
+    async def _to_session(self, line: bytes) -> None:
+        """One line to the session; an answer the SDK's parser refuses (a lone surrogate, nesting
+        past its limit) fails its request with the reason, rather than leave it waiting for ever."""
+        parsed = _parse(line)
+        if isinstance(parsed, Exception):
+            fields = _fields(line)
+            request_id, method = fields.get("id"), fields.get("method")
+            if method is None and _valid_id(request_id):
+                why = _why(parsed)
+                await self._fail(request_id, f"the backend's answer could not be read as JSON-RPC ({why})")
+                self.report(f"the backend's answer to request {request_id!r} could not be read: {why}")
+                return
+        await self.to_session.send(parsed)
+
+    async def _fail(self, request_id: str | int, message: str) -> None:
+        """The request answered with an error, on the lane that sent it (fast call or session)."""
+        error = _error(request_id, message)
+        line = error.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        if not await self.exchanges.deliver(line):  # a fast call's answer fails that call
+            await self.to_session.send(error)
 
     async def _oversized(self, head: bytes) -> bool:
         """A message over the limit, being skipped: answer what it belongs to. False: nothing can be."""
@@ -215,10 +238,7 @@ class _Pipes:
         request_id, method = fields.get("id"), fields.get("method")
         if method is None and _valid_id(request_id):
             message = f"the backend's answer was over {limit}, the most emceepee reads as one message"
-            error = _error(request_id, message)
-            line = error.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
-            if not await self.exchanges.deliver(line):  # a fast call's answer fails that call
-                await self.to_session.send(error)
+            await self._fail(request_id, message)
             self.report(f"{message}: request {request_id!r} failed; the rest of the answer was skipped")
             return True
         if isinstance(method, str):
@@ -288,6 +308,25 @@ def _parse(line: bytes) -> SessionMessage | Exception:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
         snippet = line[:200].decode("utf-8", errors="replace")
-        return ValueError(
+        problem = ValueError(
             f"backend wrote a line to stdout that is not JSON-RPC: {snippet!r} ({exc.__class__.__name__})"
         )
+        problem.__cause__ = exc
+        return problem
+
+
+def _why(problem: Exception) -> str:
+    """What the SDK's parser said about a line, in one line."""
+    cause = problem.__cause__
+    if isinstance(cause, pydantic.ValidationError) and cause.errors():
+        return str(cause.errors()[0]["msg"])
+    return str(cause or problem).splitlines()[0]
+
+
+def _fields(line: bytes) -> dict[str, Any]:
+    """The top-level members of a line the SDK's parser refused, as far as they can be read."""
+    try:
+        doc = json.loads(line)  # reads a lone surrogate, and nesting to Python's recursion limit
+    except (ValueError, RecursionError):
+        return top_level(line[:OVERSIZE_HEAD_BYTES])
+    return doc if isinstance(doc, dict) else {}

@@ -25,8 +25,10 @@ from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
+import pydantic
 from mcp import MCPError
 from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from emceepee_cli import __version__, paths
@@ -121,11 +123,29 @@ def build_server(
     # every handshake-era host uses.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_level)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, _initialized)
+    server.middleware.append(_answer_always)  # outermost: a handler's bug is still an answer
     server.middleware.append(resume_tokens)  # a task's resume token also where the proposal puts it
     server.add_notification_handler(
         "notifications/roots/list_changed", types.NotificationParams, _roots_changed
     )
     return server
+
+
+async def _answer_always(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Whatever a request's handler raises, the host gets an answer: the SDK would write a bug's
+    own text with code 0; this logs the traceback to stderr and answers -32603, briefly."""
+    try:
+        return await call_next(ctx)
+    except (MCPError, pydantic.ValidationError):  # the SDK answers these as they should be
+        raise
+    except Exception as exc:
+        if ctx.request_id is None:
+            raise  # a notification: the SDK logs it, and there is nobody to answer
+        log.exception("the %s handler failed on request %r", ctx.method, ctx.request_id)
+        message = (
+            f"emceepee failed inside {ctx.method} ({exc.__class__.__name__}); its stderr log has the details"
+        )
+        raise MCPError(code=types.INTERNAL_ERROR, message=message) from exc
 
 
 async def _initialized(ctx: ServerRequestContext[Services], params: types.NotificationParams) -> None:

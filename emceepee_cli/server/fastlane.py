@@ -35,6 +35,7 @@ from emceepee_cli.core import spool
 from emceepee_cli.core.calls import Passed, Relay
 from emceepee_cli.core.fastwire import loads
 from emceepee_cli.core.wiring import Services
+from emceepee_cli.server import host_input
 from emceepee_cli.server.envelope import with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call
 from emceepee_cli.server.resume_wire import with_next_token
@@ -80,8 +81,8 @@ class FastLane:
         except (ValueError, RecursionError):  # the slow way names what is wrong with it
             return False
         plan = _plan(services, doc)
-        if plan is None or plan[0] in self._running:
-            return False
+        if plan is None or plan[0] in self._running or host_input.fault(raw, doc["params"]) is not None:
+            return False  # the wire refuses a request with a fault in its params, naming the field
         request_id = plan[0]
         scope = self._running[request_id] = anyio.CancelScope()
         services.runtime.spawn(self._serve, services, plan, wire, scope, name=f"fast {request_id!r}")

@@ -6,6 +6,9 @@ sent a malformed request would wait for its answer for ever. Here, per JSON-RPC 
 
 - a line that is not JSON (or not UTF-8, or nested past the parser's limit, or longer than
   `MAX_LINE_BYTES`) gets `-32700 Parse error` with id null;
+- a request whose params hold a lone surrogate or nest past `host_input.MAX_DEPTH` gets
+  `-32602 Invalid params` with its id, naming the field (server/host_input.py), whether or not
+  the SDK's parser could read the line;
 - JSON that is not a valid message gets `-32600 Invalid Request`, with its id when it has a
   valid one (a string or an integer; MCP forbids null), else null. A malformed *response*
   (no method, but a result or an error) is logged and dropped: answering an answer invites a loop;
@@ -46,6 +49,7 @@ import pydantic_core
 from mcp.shared.message import SessionMessage
 
 from emceepee_cli.core import spool
+from emceepee_cli.server import host_input
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +131,19 @@ class HostWire:
                 None, types.INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer"
             )
             return
+        if isinstance(message, types.JSONRPCRequest) and await self._refused(raw, message.id, message.params):
+            return
         self._note(message)
         await to_server.send(SessionMessage(message))
+
+    async def _refused(self, raw: bytes, request_id: RequestId, params: object) -> bool:
+        """Answer a request whose params hold what nothing here can carry (server/host_input.py)."""
+        wrong = host_input.fault(raw, params)
+        if wrong is None:
+            return False
+        log.warning("refused request %s: %s", json.dumps(request_id)[:100], wrong)
+        await self.send_error(request_id, types.INVALID_PARAMS, f"Invalid params: {wrong}")
+        return True
 
     async def overlong(self) -> None:
         message = f"Parse error: a line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB was dropped"
@@ -140,7 +155,8 @@ class HostWire:
         try:
             doc = pydantic_core.from_json(raw)
         except ValueError as exc:
-            await self.send_error(None, types.PARSE_ERROR, f"Parse error: {exc}")
+            if not await self._lenient(raw):
+                await self.send_error(None, types.PARSE_ERROR, f"Parse error: {exc}")
             return
         if isinstance(doc, list):
             await self._batch(doc, to_server)
@@ -148,6 +164,17 @@ class HostWire:
         error = _invalid(doc)
         if error is not None:
             await self._write(_dump(error))
+
+    async def _lenient(self, raw: bytes) -> bool:
+        """A line the SDK's parser refused that `json` reads: a request holding a lone surrogate or
+        nested too deep is answered with its own id (its host could not match a parse error to it)."""
+        try:
+            doc = host_input.lenient(raw)
+        except ValueError:
+            return False
+        if not (isinstance(doc, dict) and _valid_id(doc.get("id")) and isinstance(doc.get("method"), str)):
+            return False
+        return await self._refused(raw, doc["id"], doc.get("params"))
 
     async def _batch(
         self, items: list[Any], to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
@@ -200,9 +227,12 @@ class HostWire:
                 version = message.result.get("protocolVersion")
                 self.protocol = version if isinstance(version, str) else None
         batch = self._batches.pop(request_id, None) if request_id is not None else None
+        line = _dump_or_error(message)
+        if line is None:
+            return 0
         if batch is None:
-            return await self._write(_dump(message))
-        batch.replies.append(_dump(message))
+            return await self._write(line)
+        batch.replies.append(line)
         batch.waiting.discard(request_id)
         if not batch.waiting:
             return await self._write("[" + ",".join(batch.replies) + "]")
@@ -395,3 +425,18 @@ def _error(
 
 def _dump(message: types.JSONRPCMessage) -> str:
     return message.model_dump_json(by_alias=True, exclude_unset=True)
+
+
+def _dump_or_error(message: types.JSONRPCMessage) -> str | None:
+    """The message's line; for an answer that cannot be written as JSON text (a lone surrogate
+    from somewhere), an error in its place, so the request still gets its answer. None: a
+    notification or request of ours that cannot be written, dropped (it is logged)."""
+    try:
+        return _dump(message)
+    except (ValueError, UnicodeError) as exc:  # pydantic's serialization error is a ValueError
+        request_id = getattr(message, "id", None)
+        log.error("cannot write a message to the host (%s): %s", type(message).__name__, exc)
+        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError) or request_id is None:
+            return None
+        why = "emceepee could not write its answer as JSON text; its stderr log has the details"
+        return _dump(_error(request_id, why, types.INTERNAL_ERROR))

@@ -53,6 +53,9 @@ Once initialized, its tools misbehave on request:
                           prompts/list only after list_delay_s: a backend slow to list
     typed(kind)           a tool with an output schema: "good", "bad" (fails it), "missing"
                           (no structuredContent) or "error" (isError, so not checked)
+    lone_surrogate(where) a result holding an unpaired surrogate (`\\ud800`, valid JSON) in its text
+                          block (where "text") or in its structuredContent (any other where)
+    deep(levels)          a result whose structuredContent nests `levels` arrays deep
     shaped(kind)          a result of one shape: "meta" (structuredContent, _meta, isError),
                           "canonical" (the same, in the member order the SDK writes),
                           "error" (a JSON-RPC error with data), "extra" (an unknown member),
@@ -97,6 +100,8 @@ TOOLS: dict[str, dict[str, Any]] = {
     "shaped": {"kind": {"type": "string"}},
     "typed": {"kind": {"type": "string"}},
     "add_prompt": {"name": {"type": "string"}, "list_delay_s": {"type": "number"}},
+    "lone_surrogate": {"where": {"type": "string"}},
+    "deep": {"levels": {"type": "integer"}},
 }
 TYPED_OUTPUT = {"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}
 TYPED = {  # typed(kind): a result checked against TYPED_OUTPUT, the tool's output schema
@@ -262,6 +267,18 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
             "huge": {"tool": "echo", "arguments": {"text": "h" * (1024 * 1024)}},
         }[str(args.get("kind"))]
         result(request_id, {**text("suggested"), "_meta": {"nextTool": suggestion}})
+    elif name == "lone_surrogate":
+        broken = "half \ud800 a pair"  # json.dumps writes it as the escape a JavaScript host could
+        where = str(args.get("where", "text"))
+        result(
+            request_id, text(broken) if where == "text" else {**text("x"), "structuredContent": {"s": broken}}
+        )
+    elif name == "deep":  # written by hand: json.dumps itself stops near 1000 levels
+        levels = int(args.get("levels", 200))
+        nested = "[" * levels + '"bottom"' + "]" * levels
+        head = json.dumps({"jsonrpc": "2.0", "id": request_id})[:-1]
+        body = '"result": {"content": [{"type": "text", "text": "deep"}], "structuredContent": {"deep": '
+        send_raw(f"{head}, {body}{nested}}}}}}}\n".encode())
     elif name == "endless":
         global endless_calls
         endless_calls += 1

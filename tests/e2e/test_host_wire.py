@@ -17,7 +17,7 @@ from tests.support import RawHost, example_table, serve_command, write_config
 
 pytestmark = pytest.mark.anyio
 
-PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 
 
 class LineHost(RawHost):
@@ -144,7 +144,7 @@ async def test_every_bad_line_gets_its_json_rpc_error_and_serve_keeps_serving(co
             assert "recursion" in error(bad, PARSE_ERROR)
             nested = b'{"jsonrpc": "2.0", "id": 44, "method": "tools/call", "params": {"a": ' + b"[" * 5000
             [bad] = await host.after(nested + b"]" * 5000 + b"}}\n")
-            error(bad, PARSE_ERROR)
+            assert "params.a[0][0][0]… is nested more than" in error(bad, INVALID_PARAMS, 44)
             [bad] = await host.after(
                 b'{"jsonrpc": "2.0", "id": 45, "method": "ping", "x": "' + b"y" * (5 << 20) + b"\n"
             )
