@@ -39,6 +39,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from emceepee_cli.core import procs
+from emceepee_cli.core.failures import TooLong
 from emceepee_cli.core.fastwire import Exchanges
 from emceepee_cli.core.lines import Lines, Piece, top_level
 from emceepee_cli.core.logfile import LogFile
@@ -211,25 +212,29 @@ class _Pipes:
     async def _oversized(self, head: bytes) -> bool:
         """A message over the limit, being skipped: answer what it belongs to. False: nothing can be."""
         fields = top_level(head)
-        limit = f"{MAX_LINE_BYTES // (1024 * 1024)} MB"
+        limit = f"{MAX_LINE_BYTES // (1024 * 1024)} MiB"
         request_id, method = fields.get("id"), fields.get("method")
         if method is None and _valid_id(request_id):
-            message = f"the backend's answer was over {limit}, the most emceepee reads as one message"
-            error = _error(request_id, message)
-            line = error.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
-            if not await self.exchanges.deliver(line):  # a fast call's answer fails that call
-                await self.to_session.send(error)
-            self.report(f"{message}: request {request_id!r} failed; the rest of the answer was skipped")
+            # emceepee's refusal, not the backend's error: the waiter is told so (core/dispatcher.py)
+            refusal = TooLong(MAX_LINE_BYTES)
+            if not self.exchanges.refuse(request_id, refusal):  # a fast call's answer fails that call
+                await self.to_session.send(_error(request_id, str(refusal), refusal))
+            self.report(
+                f"the backend's answer was over {limit}, the most emceepee reads as one message: "
+                f"request {request_id!r} failed; the rest of the answer was skipped"
+            )
             return True
         if isinstance(method, str):
             if _valid_id(request_id):  # a request of theirs: refuse it, so they do not wait either
                 await self.write(_error(request_id, f"the request was over {limit}"))
             self.report(f"the backend sent {method!r} over {limit}; it was skipped")
             return True
-        self.report(
-            f"the backend wrote a line over {limit} whose id could not be read from its start; "
-            "the connection was closed so that no call waits for an answer that will never come"
+        self.info.dropped = (
+            f"emceepee closed the connection: the backend wrote a line over {limit} (the most emceepee "
+            "reads as one message) whose id could not be read from its start, so the call it answered "
+            "could not be told apart"
         )
+        self.report(f"{self.info.dropped}; no call waits for an answer that will never come")
         return False
 
     async def write(self, message: SessionMessage) -> None:
@@ -278,8 +283,10 @@ def _valid_id(value: Any) -> TypeGuard[str | int]:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _error(request_id: str | int, message: str) -> SessionMessage:
-    error = types.ErrorData(code=types.INTERNAL_ERROR, message=message)
+def _error(request_id: str | int, message: str, cause: Exception | None = None) -> SessionMessage:
+    """An error for a request; with `cause`, emceepee's own (raised as `cause` to the waiter)."""
+    own = {} if cause is None else {"data": cause}  # never written anywhere: the dispatcher raises it
+    error = types.ErrorData(code=types.INTERNAL_ERROR, message=message, **own)
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 

@@ -32,6 +32,9 @@ Once initialized, its tools misbehave on request:
     flood(n, method?)     n notifications (default notifications/tools/list_changed), then "flooded"
     stderr_blob(mb)       mb MiB on stderr with no newline, then "blob written"
     oversize(mb)          one result line of about mb MiB (a text block of that size)
+    oversize_late_id(mb)  the same, with its id written after the result (not in its first bytes)
+    gated(file, text)     writes `file`.held, waits until `file` exists (a gate the test opens),
+                          then answers `text`
     garbage()             a line of non-JSON on stdout, then a normal answer
     die(code)             exit at once with `code`, without answering
     pattern_arg(s)        `s` back; its schema's `pattern` backtracks catastrophically on "aaa…b"
@@ -77,6 +80,8 @@ TOOLS: dict[str, dict[str, Any]] = {
     "flood": {"n": {"type": "integer"}, "method": {"type": "string"}},
     "stderr_blob": {"mb": {"type": "number"}},
     "oversize": {"mb": {"type": "number"}},
+    "oversize_late_id": {"mb": {"type": "number"}},
+    "gated": {"file": {"type": "string"}, "text": {"type": "string"}},
     "garbage": {},
     "die": {"code": {"type": "integer"}},
     "pattern_arg": {"s": {"type": "string", "pattern": "^(a|aa)+$"}},
@@ -196,6 +201,17 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
         )
         cut = head.index('"text": "') + len('"text": "')
         send_raw(head[:cut].encode() + b"y" * size + head[cut:].encode() + b"\n")
+    elif name == "oversize_late_id":
+        size = int(float(args.get("mb", 65)) * 1024 * 1024)
+        tail = json.dumps({"id": request_id})[1:]
+        head = b'{"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": "'
+        send_raw(head + b"y" * size + b'"}]}, ' + tail.encode() + b"\n")
+    elif name == "gated":
+        with open(f"{args.get('file')}.held", "w"):
+            pass
+        while not os.path.exists(str(args.get("file"))):
+            time.sleep(0.02)
+        result(request_id, text(str(args.get("text", "opened"))))
     elif name == "garbage":
         send_raw(b"this is not json-rpc\n")
         result(request_id, text("after garbage"))
