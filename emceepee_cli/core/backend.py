@@ -11,7 +11,8 @@ transport and the session itself, as anyio requires):
 `stop()` cancels whatever the backend is doing, a handshake included; the transport's own stop
 still runs, shielded and bounded. A call in flight when the backend dies fails at once with the
 exit status and stderr tail, and so does a call that waits for a backend whose start just failed
-(it is not made to wait out the restart backoff). A call cut off because emceepee closed the
+(it is not made to wait out the restart backoff). A call cut off because emceepee stopped the
+backend on purpose (`stop(why)`: a config change restarts it, it was removed) or closed its
 connection (a line it could not read) is told that instead.
 """
 
@@ -21,6 +22,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -76,6 +78,14 @@ class Status(StrEnum):
 WAITING = (Status.STARTING, Status.RESTARTING)
 
 
+@dataclass(frozen=True)
+class StopReason:
+    """Why emceepee stopped a backend on purpose, as the calls it cuts off are told."""
+
+    said: str  # completes "Backend 'x' was …", e.g. "restarted because its config table changed"
+    hint: str
+
+
 class BackendSink(Protocol):
     """Where a backend reports what it hears (core/hearing.py implements it)."""
 
@@ -116,6 +126,7 @@ class Backend:
         self.process: transport.ProcessInfo | None = None
         self._changed = anyio.Event()
         self._stop = anyio.Event()
+        self.stopped_for: StopReason | None = None
         self._scope = anyio.CancelScope()  # stop() cancels it: nothing the backend does outlasts a stop
         self._lost = anyio.Event()
         self._start_failed = False  # the last attempt ended before ready: callers are told, not kept waiting
@@ -170,7 +181,11 @@ class Backend:
             failures += 1
             self.restarts += 1
 
-    def stop(self) -> None:
+    def stop(self, why: StopReason | None = None) -> None:
+        """Stop for good; `why` is what the calls it cuts off are told (none: emceepee is stopping,
+        and core/driving.py says so)."""
+        if why is not None and not self._stop.is_set():
+            self.stopped_for = why
         self._stop.set()
         self._scope.cancel()
 
@@ -442,6 +457,12 @@ class Backend:
 
     async def _connection_lost(self, what: str) -> BackendError:
         self._mark_lost()
+        if self._stop.is_set() and self.stopped_for is not None:
+            return BackendError(
+                f"Backend '{self.name}' was {self.stopped_for.said} while {what} was running; "
+                "the call was cut off.",
+                hint=self.stopped_for.hint,
+            )
         if self.process is not None and self.process.dropped is not None:
             return BackendError(
                 f"Backend '{self.name}' lost its connection during {what}: {self.process.dropped}.",

@@ -161,3 +161,38 @@ async def test_a_line_over_the_limit_without_a_readable_id_tells_the_calls_it_cu
         assert "emceepee closed the connection: the backend wrote a line over 64 MiB" in message
     assert after["restarts"] == 1 and after["pid"] != before["pid"]
     assert texts(echoed) == ["back"]
+
+
+async def next_event(client: Client, kind: str) -> dict[str, Any]:
+    """The data of the next event of this kind (the caller bounds the wait)."""
+    while True:
+        activity = payload(await client.call_tool("await_activity", {"timeout_ms": 5000}))
+        for event in activity["events"]:
+            if event["type"] == kind:
+                return dict(event["data"])
+
+
+@pytest.mark.parametrize("fast", LANES)
+async def test_a_call_cut_off_by_a_config_driven_restart_says_so(tmp_path: Path, fast: bool) -> None:
+    config = write_config(tmp_path / "config.toml", hostile_table("h"))
+    async with serving_lane(config, fast) as client:
+        with anyio.fail_after(90):
+            before = await begin(client, fast)
+            gated = Gated(client, tmp_path / "gate")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(gated.run)
+                await gated.held()
+                write_config(config, hostile_table("h", env={"CHANGED": "1"}))
+                reloaded = await next_event(client, "config_reloaded")
+            await until_ready(client, "h")
+            after = await server_row(client)
+            echoed = await execute(client, "echo", args={"text": "after the restart"})
+    assert reloaded["restarted"] == ["h"]
+    error = gated.result.structured_content["error"]
+    assert gated.result.is_error
+    assert error["message"] == (
+        "Backend 'h' was restarted because its table in the config file changed while "
+        "tools/call 'gated' was running; the call was cut off."
+    )
+    assert error["hint"] == "Call the tool again once list_servers shows it ready."
+    assert after["pid"] != before["pid"] and texts(echoed) == ["after the restart"]
