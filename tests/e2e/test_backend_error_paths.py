@@ -108,6 +108,30 @@ async def test_a_backend_answering_minus_32000_fails_that_call_only(tmp_path: Pa
 
 
 @pytest.mark.parametrize("fast", LANES)
+async def test_a_resume_token_for_a_task_still_running_gives_the_task_again_then_its_result(
+    tmp_path: Path, fast: bool
+) -> None:
+    config = write_config(tmp_path / "config.toml", hostile_table("h"))
+    gate = tmp_path / "gate"
+    args = {"file": str(gate), "text": "opened"}
+    async with serving_lane(config, fast) as client:
+        with anyio.fail_after(60):
+            await begin(client, fast)
+            promoted = await execute(client, "gated", args=args, timeout_ms=300)
+            token = payload(promoted)["proxy_task"]["resume_token"]
+            again = await execute(client, "gated", args=args, resume_token=token, timeout_ms=500)
+            gate.touch()
+            done = await execute(client, "gated", args=args, resume_token=token)
+            await still_answering(client)
+    first = payload(promoted)["proxy_task"]
+    assert not again.is_error, texts(again)
+    task = payload(again)["proxy_task"]
+    assert task["task_id"] == first["task_id"] and task["status"] == "working"
+    assert task["resume_token"] == token
+    assert texts(done) == ["opened"]
+
+
+@pytest.mark.parametrize("fast", LANES)
 async def test_an_answer_over_the_line_limit_is_emceepees_refusal_and_the_backend_stays(
     tmp_path: Path, fast: bool
 ) -> None:
