@@ -10,8 +10,9 @@ and bounded (`process.stop`); nothing outlives it.
 
 Every line is bounded. A stderr line is cut at `STDERR_LINE_BYTES`. A stdout message over
 `MAX_LINE_BYTES` is skipped without being kept; its id is read from its first bytes, so the
-request it answers fails at once with a clear error and the connection lives on (when no id can
-be read, the connection is closed instead, so that no caller waits for an answer that never comes).
+request it answers fails at once with emceepee's refusal (`TooLong`, never taken for the backend's
+own error) and the connection lives on (when no id can be read, the connection is closed instead,
+so that no caller waits for an answer that never comes, and `ProcessInfo.dropped` says why).
 
 We spawn the process ourselves rather than through the SDK's `stdio_client` because the
 supervisor needs what that hides: the pid, the exit code, and stderr as a stream it can keep;
