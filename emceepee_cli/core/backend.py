@@ -11,7 +11,9 @@ transport and the session itself, as anyio requires):
 `stop()` cancels whatever the backend is doing, a handshake included; the transport's own stop
 still runs, shielded and bounded. A call in flight when the backend dies fails at once with the
 exit status and stderr tail, and so does a call that waits for a backend whose start just failed
-(it is not made to wait out the restart backoff).
+(it is not made to wait out the restart backoff). A call cut off because emceepee stopped the
+backend on purpose (`stop(why)`: a config change restarts it, it was removed) or closed its
+connection (a line it could not read) is told that instead.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -28,12 +31,21 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession, MCPError
 from mcp.client.session import ClientRequestContext
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
 from emceepee_cli import __version__
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.core import connect, listing, transport, urlauth
-from emceepee_cli.core.failures import answered_with_error, brief, closed, closest, describe, leaves
+from emceepee_cli.core.dispatcher import BackendDispatcher
+from emceepee_cli.core.failures import (
+    Answered,
+    TooLong,
+    answered_with_error,
+    brief,
+    closed,
+    closest,
+    describe,
+    leaves,
+)
 from emceepee_cli.core.starts import StartSlots
 from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound
 from emceepee_cli.store.records import Kind
@@ -64,6 +76,14 @@ class Status(StrEnum):
 
 
 WAITING = (Status.STARTING, Status.RESTARTING)
+
+
+@dataclass(frozen=True)
+class StopReason:
+    """Why emceepee stopped a backend on purpose, as the calls it cuts off are told."""
+
+    said: str  # completes "Backend 'x' was …", e.g. "restarted because its config table changed"
+    hint: str
 
 
 class BackendSink(Protocol):
@@ -102,10 +122,11 @@ class Backend:
         self.restarts = 0
         self.offer = listing.Offer()
         self.session: ClientSession | None = None
-        self.dispatcher: JSONRPCDispatcher | None = None  # for the requests the session cannot type
+        self.dispatcher: BackendDispatcher | None = None  # for the requests the session cannot type
         self.process: transport.ProcessInfo | None = None
         self._changed = anyio.Event()
         self._stop = anyio.Event()
+        self.stopped_for: StopReason | None = None
         self._scope = anyio.CancelScope()  # stop() cancels it: nothing the backend does outlasts a stop
         self._lost = anyio.Event()
         self._start_failed = False  # the last attempt ended before ready: callers are told, not kept waiting
@@ -160,7 +181,11 @@ class Backend:
             failures += 1
             self.restarts += 1
 
-    def stop(self) -> None:
+    def stop(self, why: StopReason | None = None) -> None:
+        """Stop for good; `why` is what the calls it cuts off are told (none: emceepee is stopping,
+        and core/driving.py says so)."""
+        if why is not None and not self._stop.is_set():
+            self.stopped_for = why
         self._stop.set()
         self._scope.cancel()
 
@@ -221,7 +246,7 @@ class Backend:
                 await self.starts.take(self, self._wanted)
                 stack.callback(self.starts.release, self)
             read, write = await stack.enter_async_context(self._open_transport())
-            self.dispatcher = JSONRPCDispatcher(read, write)
+            self.dispatcher = BackendDispatcher(read, write)
             session = await stack.enter_async_context(
                 ClientSession(
                     dispatcher=self.dispatcher,
@@ -254,6 +279,8 @@ class Backend:
     def _ending(self) -> str:
         """Why a ready connection ended, once the process is stopped."""
         assert self.process is not None
+        if self.process.dropped is not None:
+            return f"{self.process.dropped} ({self._death_report()})"
         if self.process.returncode is not None and self.process.stopped_with is None:
             return f"exited ({self._death_report()})"
         return f"closed the connection while running; emceepee stopped it ({self._death_report()})"
@@ -399,11 +426,15 @@ class Backend:
             return await send(session)
         except EmceepeeError:
             raise
-        except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED:
-                raise await self._connection_lost(what) from exc
+        except TooLong as exc:
+            raise self._refused(what, exc) from exc
+        except Answered as exc:  # the backend's error for this request alone, whatever its code
             if (needs_url := urlauth.required(self.name, what, exc)) is not None:
                 raise needs_url from exc
+            raise answered_with_error(self.name, what, exc.code, exc.message) from exc
+        except MCPError as exc:  # the SDK's own: the connection ended, or a bound it keeps ran out
+            if closed(exc):
+                raise await self._connection_lost(what) from exc
             raise answered_with_error(self.name, what, exc.code, exc.message) from exc
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
             raise await self._connection_lost(what) from exc
@@ -416,8 +447,27 @@ class Backend:
                 hint="This is a fault in the backend; the call was not retried. Its get_logs may say more.",
             ) from exc
 
+    def _refused(self, what: str, exc: TooLong) -> BackendError:
+        return BackendError(
+            f"emceepee refused backend '{self.name}'s answer to {what}: {exc}, the most emceepee reads "
+            "as one message. That call failed and the rest of the answer was skipped; the backend "
+            "stays connected.",
+            hint="Ask the tool for less at a time (narrower arguments, or its paging if it has any).",
+        )
+
     async def _connection_lost(self, what: str) -> BackendError:
         self._mark_lost()
+        if self._stop.is_set() and self.stopped_for is not None:
+            return BackendError(
+                f"Backend '{self.name}' was {self.stopped_for.said} while {what} was running; "
+                "the call was cut off.",
+                hint=self.stopped_for.hint,
+            )
+        if self.process is not None and self.process.dropped is not None:
+            return BackendError(
+                f"Backend '{self.name}' lost its connection during {what}: {self.process.dropped}.",
+                hint="It is being restarted; retry the call once list_servers shows it ready.",
+            )
         if self.process is None:
             return BackendError(f"Lost the connection to backend '{self.name}' during {what}")
         with anyio.move_on_after(DEATH_REPORT_WAIT_S):

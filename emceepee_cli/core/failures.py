@@ -1,4 +1,11 @@
-"""A backend's failures, each said in one line however the SDK's task groups wrapped it."""
+"""A backend's failures, each said in one line however the SDK's task groups wrapped it.
+
+Where an error came from decides what it means, never its code alone: the SDK's "connection
+closed" (-32000) is also the commonest code a backend answers a request with. A backend's own
+error answer arrives as `Answered` (core/dispatcher.py, core/fastcall.py) and fails that request
+alone; only a plain `MCPError(CONNECTION_CLOSED)` from the SDK (or the fast lane) means the
+connection ended. `TooLong` is emceepee's own refusal of an answer over the line limit.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +23,20 @@ _QUOTED_CODE = re.compile(r"^\s*(MCP error\s*)?-?\d+\s*:\s*")  # "MCP error -326
 _LISTING = {"tools/call": "list_tools", "resources/read": "list_resources", "prompts/get": "list_prompts"}
 
 
+class Answered(MCPError):
+    """A backend's own JSON-RPC error answer to one request: that request's failure alone, whatever
+    its code (-32000 included)."""
+
+
+class TooLong(Exception):
+    """emceepee refused a backend's answer to one request: it was longer than one message may be
+    (core/transport.py skipped it unread); the connection lives on."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the answer was over {limit // (1024 * 1024)} MiB")
+        self.limit = limit
+
+
 def leaves(exc: BaseException) -> list[BaseException]:
     """The real exceptions inside (possibly nested) exception groups."""
     if isinstance(exc, BaseExceptionGroup):
@@ -24,8 +45,12 @@ def leaves(exc: BaseException) -> list[BaseException]:
 
 
 def closed(exc: BaseException) -> bool:
-    """The connection to the backend was closed under `exc`."""
-    return any(isinstance(e, MCPError) and e.code == types.CONNECTION_CLOSED for e in leaves(exc))
+    """The connection to the backend was closed under `exc` (not: the backend answered -32000)."""
+    return any(_closed(e) for e in leaves(exc))
+
+
+def _closed(exc: BaseException) -> bool:
+    return isinstance(exc, MCPError) and not isinstance(exc, Answered) and exc.code == types.CONNECTION_CLOSED
 
 
 def describe(exc: BaseException) -> str:
@@ -34,8 +59,10 @@ def describe(exc: BaseException) -> str:
     first = found[0]
     if isinstance(first, TimeoutError):
         return "timed out waiting for the backend to answer the handshake or listing"
-    if isinstance(first, MCPError) and first.code == types.CONNECTION_CLOSED:
+    if _closed(first):
         return "the backend closed the connection during start-up"
+    if isinstance(first, Answered):
+        return f"the backend answered with error {first.code}: {brief(first.message)}"
     if isinstance(first, EmceepeeError):
         return first.message
     return f"{first.__class__.__name__}: {brief(str(first))}"

@@ -27,7 +27,7 @@ from typing import Any
 
 import mcp_types as types
 import pydantic_core
-from mcp import ClientSession, MCPError
+from mcp import ClientSession
 from mcp.client.session import (  # how the session reads a result, for the same errors
     _clamp_inbound_ttl,  # pyright: ignore[reportPrivateUsage]
     _later_revision_fields,  # pyright: ignore[reportPrivateUsage]
@@ -38,6 +38,7 @@ from emceepee_cli.core import resume, spool
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Call
 from emceepee_cli.core.chain import suggests_more
+from emceepee_cli.core.failures import Answered
 from emceepee_cli.core.fastwire import Answer, Exchanges, loads
 
 # The slow path writes a result's members in this order, and a text block's as (text, type).
@@ -111,15 +112,15 @@ def read(answer: Answer) -> Any:
     """The answer's result, parsed from its line whole (cutting the result's bytes out first would
     cost one more copy of a big result, and they are serialized again anyway, see `canonical`).
 
-    A JSON-RPC error raises MCPError, as the session would; a line that is not one answer raises
-    ValueError (the slow path's "an answer emceepee cannot use").
+    A JSON-RPC error raises `Answered`, as the session's dispatcher would (core/dispatcher.py); a
+    line that is not one answer raises ValueError (the slow path's "an answer emceepee cannot use").
     """
     doc = answer.doc if answer.doc is not None else loads(answer.line)
     if not isinstance(doc, dict):
         raise TypeError("the answer is not a JSON object")
     if isinstance(doc.get("error"), dict):
         error = types.ErrorData.model_validate(doc["error"], by_name=False)
-        raise MCPError(code=error.code, message=error.message, data=error.data)
+        raise Answered(code=error.code, message=error.message, data=error.data)
     if "result" not in doc:
         raise ValueError("the answer has neither a result nor an error")
     return doc["result"]

@@ -8,8 +8,9 @@ carrying a fast call's token go to that call; everything else — questions, log
 session's own answers — goes on to the session as before.
 
 When the connection ends, every pending fast call fails the way a session call does (MCPError
-CONNECTION_CLOSED), so the caller reports a dying backend exactly as the slow path would. A
-cancelled fast call tells the backend (`notifications/cancelled`), as the SDK does.
+CONNECTION_CLOSED), so the caller reports a dying backend exactly as the slow path would; an
+answer the transport refused unread (over the line limit) fails its call with `TooLong`, as on the
+slow path. A cancelled fast call tells the backend (`notifications/cancelled`), as the SDK does.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import anyio
 import mcp_types as types
 import pydantic_core
 from mcp import MCPError
+
+from emceepee_cli.core.failures import TooLong
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,7 @@ class _Pending:
     on_progress: ProgressFn
     done: anyio.Event = field(default_factory=anyio.Event)
     answer: Answer | None = None
+    refused: TooLong | None = None
 
 
 def loads(data: bytes) -> Any:
@@ -97,6 +101,8 @@ class Exchanges:
             raise
         finally:
             self._pending.pop(request_id, None)
+        if pending.refused is not None:
+            raise pending.refused
         if pending.answer is None:
             raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
         return pending.answer
@@ -136,6 +142,15 @@ class Exchanges:
             return
         pending.answer = answer
         pending.done.set()
+
+    def refuse(self, request_id: str | int, refusal: TooLong) -> bool:
+        """The answer to `request_id` was refused unread; True if it was a fast call's (it fails)."""
+        pending = self._pending.pop(request_id, None) if isinstance(request_id, str) else None
+        if pending is None:
+            return False
+        pending.refused = refusal
+        pending.done.set()
+        return True
 
     async def _progress(self, params: Any) -> bool:
         if not isinstance(params, dict):

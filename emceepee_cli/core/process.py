@@ -45,6 +45,7 @@ class ProcessInfo:
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
     returncode: int | None = None
     stopped_with: str | None = None  # what emceepee did last before it exited, if anything
+    dropped: str | None = None  # why emceepee itself ended the connection, if it did
     exited: anyio.Event = field(default_factory=anyio.Event)  # reaped: `returncode` is known
     closed: anyio.Event = field(default_factory=anyio.Event)  # its stdout ended: the connection is over
     exchanges: Exchanges | None = None  # raw calls beside the session, for the fast lane (core/fastwire.py)

@@ -21,7 +21,7 @@ from emceepee_cli import config as config_mod
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec, reload
 from emceepee_cli.config.reload import Plan
 from emceepee_cli.core import patterns, policy, schema, transport
-from emceepee_cli.core.backend import Backend, BackendSink, Status
+from emceepee_cli.core.backend import Backend, BackendSink, Status, StopReason
 from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.direct import Direct
 from emceepee_cli.core.heard import Heard
@@ -34,6 +34,17 @@ from emceepee_cli.errors import NotFound, UsageError
 READY_WAIT_S = 10.0  # a request (not a tool call) to a backend that is still starting waits this long
 LISTING_WAIT_S = 2.0  # list_tools(server=…) of a backend still starting: a short wait, then its status
 STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
+
+# What a call cut off by a backend's stop is told (core/backend.py).
+REMOVED = StopReason("removed (remove_server)", "It is no longer configured; add it again to call it.")
+UNCONFIGURED = StopReason(
+    "stopped because its table was removed from the config file",
+    "It is no longer configured; add it back to the config to call it.",
+)
+RECONFIGURED = StopReason(
+    "restarted because its table in the config file changed",
+    "Call the tool again once list_servers shows it ready.",
+)
 
 
 class Servers:
@@ -162,7 +173,7 @@ class Servers:
     async def remove_server(self, name: str) -> dict[str, Any]:
         self.backend(name)
         async with self.changing:
-            backend = await self._retire(name)
+            backend = await self._retire(name, REMOVED)
         removed_from_config = await anyio.to_thread.run_sync(
             config_mod.discard_server, name, self.config.path
         )
@@ -174,9 +185,12 @@ class Servers:
         async with self.changing:
             plan = self.plan(config)
             async with anyio.create_task_group() as tg:
-                for name in (*plan.stop, *(spec.name for spec in plan.restart)):
+                for name, why in [
+                    *((name, UNCONFIGURED) for name in plan.stop),
+                    *((spec.name, RECONFIGURED) for spec in plan.restart),
+                ]:
                     if name in self.backends:
-                        tg.start_soon(self._retire, name)
+                        tg.start_soon(self._retire, name, why)
             for spec in (*plan.restart, *plan.start):
                 if spec.name not in self.backends:
                     self._start(spec)
@@ -188,10 +202,10 @@ class Servers:
         running = {name: self.tables.get(name, backend.spec) for name, backend in self.backends.items()}
         return reload.plan(running, self.config, config)
 
-    async def _retire(self, name: str) -> Backend:
-        """Stop a backend (bounded) and forget it."""
+    async def _retire(self, name: str, why: StopReason) -> Backend:
+        """Stop a backend (bounded) and forget it; the calls it cuts off are told `why`."""
         backend = self.backends[name]
-        backend.stop()
+        backend.stop(why)
         await backend.wait_for(lambda s: s in (Status.STOPPED, Status.FAILED, Status.DISABLED), STOP_WAIT_S)
         self.backends.pop(name, None)
         self.tables.pop(name, None)

@@ -164,8 +164,9 @@ class Tasks:
         relay: Relay | None,
         check: Check | None = None,
     ) -> Outcome:
-        """execute_tool with emceepee's own resume token: the task's result, waited for (bounded);
-        an interrupted task whose backend gave a resume token is re-issued with that token (after
+        """execute_tool with emceepee's own resume token: the task's result, waited for (bounded),
+        or, still running, the task again as execute_tool gives one (with its resume token); an
+        interrupted task whose backend gave a resume token is re-issued with that token (after
         `check`, once a backend still starting is up, as any call)."""
         claims = resume.verify(self.install_key, token)
         resume.check_call(claims, backend.name, tool, args)
@@ -174,7 +175,15 @@ class Tasks:
             return await self.execute(
                 backend, tool, args, timeout_ms, relay, check, resume_token=row["resume_token"]
             )
-        return await self.result(row["task_id"], timeout_ms, relay)
+        out = await self.result(row["task_id"], timeout_ms, relay)
+        if not isinstance(out, dict):
+            return out
+        still = {key: value for key, value in out.items() if key != "task"}  # its saga, if any
+        return {
+            "proxy_task": await self.get_json(row["task_id"]),
+            "pending_on_server": await self.pending_on_server(row["server"]),
+            **still,
+        }
 
     async def wait(self, call: Call, timeout_s: float, relay: Relay | None) -> None:
         """Wait (bounded) until the call ends or is suspended on a question for the client.

@@ -10,8 +10,9 @@ and bounded (`process.stop`); nothing outlives it.
 
 Every line is bounded. A stderr line is cut at `STDERR_LINE_BYTES`. A stdout message over
 `MAX_LINE_BYTES` is skipped without being kept; its id is read from its first bytes, so the
-request it answers fails at once with a clear error and the connection lives on (when no id can
-be read, the connection is closed instead, so that no caller waits for an answer that never comes).
+request it answers fails at once with emceepee's refusal (`TooLong`, never taken for the backend's
+own error) and the connection lives on (when no id can be read, the connection is closed instead,
+so that no caller waits for an answer that never comes, and `ProcessInfo.dropped` says why).
 
 We spawn the process ourselves rather than through the SDK's `stdio_client` because the
 supervisor needs what that hides: the pid, the exit code, and stderr as a stream it can keep;
@@ -41,6 +42,7 @@ import pydantic
 from mcp.shared.message import SessionMessage
 
 from emceepee_cli.core import procs
+from emceepee_cli.core.failures import TooLong
 from emceepee_cli.core.fastwire import Exchanges
 from emceepee_cli.core.lines import Lines, Piece, top_level
 from emceepee_cli.core.logfile import LogFile
@@ -234,22 +236,29 @@ class _Pipes:
     async def _oversized(self, head: bytes) -> bool:
         """A message over the limit, being skipped: answer what it belongs to. False: nothing can be."""
         fields = top_level(head)
-        limit = f"{MAX_LINE_BYTES // (1024 * 1024)} MB"
+        limit = f"{MAX_LINE_BYTES // (1024 * 1024)} MiB"
         request_id, method = fields.get("id"), fields.get("method")
         if method is None and _valid_id(request_id):
-            message = f"the backend's answer was over {limit}, the most emceepee reads as one message"
-            await self._fail(request_id, message)
-            self.report(f"{message}: request {request_id!r} failed; the rest of the answer was skipped")
+            # emceepee's refusal, not the backend's error: the waiter is told so (core/dispatcher.py)
+            refusal = TooLong(MAX_LINE_BYTES)
+            if not self.exchanges.refuse(request_id, refusal):  # a fast call's answer fails that call
+                await self.to_session.send(_error(request_id, str(refusal), refusal))
+            self.report(
+                f"the backend's answer was over {limit}, the most emceepee reads as one message: "
+                f"request {request_id!r} failed; the rest of the answer was skipped"
+            )
             return True
         if isinstance(method, str):
             if _valid_id(request_id):  # a request of theirs: refuse it, so they do not wait either
                 await self.write(_error(request_id, f"the request was over {limit}"))
             self.report(f"the backend sent {method!r} over {limit}; it was skipped")
             return True
-        self.report(
-            f"the backend wrote a line over {limit} whose id could not be read from its start; "
-            "the connection was closed so that no call waits for an answer that will never come"
+        self.info.dropped = (
+            f"emceepee closed the connection: the backend wrote a line over {limit} (the most emceepee "
+            "reads as one message) whose id could not be read from its start, so the call it answered "
+            "could not be told apart"
         )
+        self.report(f"{self.info.dropped}; no call waits for an answer that will never come")
         return False
 
     async def write(self, message: SessionMessage) -> None:
@@ -298,8 +307,10 @@ def _valid_id(value: Any) -> TypeGuard[str | int]:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _error(request_id: str | int, message: str) -> SessionMessage:
-    error = types.ErrorData(code=types.INTERNAL_ERROR, message=message)
+def _error(request_id: str | int, message: str, cause: Exception | None = None) -> SessionMessage:
+    """An error for a request; with `cause`, emceepee's own (raised as `cause` to the waiter)."""
+    own = {} if cause is None else {"data": cause}  # never written anywhere: the dispatcher raises it
+    error = types.ErrorData(code=types.INTERNAL_ERROR, message=message, **own)
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 

@@ -37,6 +37,9 @@ Once initialized, its tools misbehave on request:
     big(mb, together, seed)  a text result of mb MiB (`big_text(mb, seed)`), written only once
                           `together` big calls are waiting (a gate the calls release), so that
                           many big answers reach serve at once
+    oversize_late_id(mb)  the same, with its id written after the result (not in its first bytes)
+    gated(file, text)     writes `file`.held, waits until `file` exists (a gate the test opens),
+                          then answers `text`
     garbage()             a line of non-JSON on stdout, then a normal answer
     die(code)             exit at once with `code`, without answering
     pattern_arg(s)        `s` back; its schema's `pattern` backtracks catastrophically on "aaa…b"
@@ -87,6 +90,8 @@ TOOLS: dict[str, dict[str, Any]] = {
     "stderr_blob": {"mb": {"type": "number"}},
     "oversize": {"mb": {"type": "number"}},
     "big": {"mb": {"type": "number"}, "together": {"type": "integer"}, "seed": {"type": "integer"}},
+    "oversize_late_id": {"mb": {"type": "number"}},
+    "gated": {"file": {"type": "string"}, "text": {"type": "string"}},
     "garbage": {},
     "die": {"code": {"type": "integer"}},
     "pattern_arg": {"s": {"type": "string", "pattern": "^(a|aa)+$"}},
@@ -231,6 +236,17 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
         barrier.wait(BIG_GATE_S)
         value = text(big_text(float(args.get("mb", 1)), int(args.get("seed", 0))))
         result(request_id, value)
+    elif name == "oversize_late_id":
+        size = int(float(args.get("mb", 65)) * 1024 * 1024)
+        tail = json.dumps({"id": request_id})[1:]
+        head = b'{"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": "'
+        send_raw(head + b"y" * size + b'"}]}, ' + tail.encode() + b"\n")
+    elif name == "gated":
+        with open(f"{args.get('file')}.held", "w"):
+            pass
+        while not os.path.exists(str(args.get("file"))):
+            time.sleep(0.02)
+        result(request_id, text(str(args.get("text", "opened"))))
     elif name == "garbage":
         send_raw(b"this is not json-rpc\n")
         result(request_id, text("after garbage"))

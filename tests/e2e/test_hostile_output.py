@@ -128,8 +128,8 @@ async def test_what_a_backend_floods_serve_with_is_bounded_and_its_connection_su
     assert [n.get("count") for n in notes if n["method"] == "notifications/tools/list_changed"] == [10000]
     assert listings < 1000, listings  # about 6 here; each list_changed used to cost one (10001)
 
-    # an answer over 64 MB fails its own call; the connection (and the process) lives on
-    assert oversize.is_error and "over 64 MB" in texts(oversize)[0]
+    # an answer over 64 MiB fails its own call; the connection (and the process) lives on
+    assert oversize.is_error and "over 64 MiB" in texts(oversize)[0]
     assert pid_after == pid and servers["h"]["restarts"] == 0
 
     # a log file that cannot be written costs only the file
