@@ -38,7 +38,7 @@ from emceepee_cli.core import connect, listing, transport, urlauth
 from emceepee_cli.core.dispatcher import BackendDispatcher
 from emceepee_cli.core.failures import (
     Answered,
-    TooLong,
+    Refused,
     answered_with_error,
     brief,
     closed,
@@ -426,7 +426,7 @@ class Backend:
             return await send(session)
         except EmceepeeError:
             raise
-        except TooLong as exc:
+        except Refused as exc:
             raise self._refused(what, exc) from exc
         except Answered as exc:  # the backend's error for this request alone, whatever its code
             if (needs_url := urlauth.required(self.name, what, exc)) is not None:
@@ -447,12 +447,10 @@ class Backend:
                 hint="This is a fault in the backend; the call was not retried. Its get_logs may say more.",
             ) from exc
 
-    def _refused(self, what: str, exc: TooLong) -> BackendError:
+    def _refused(self, what: str, exc: Refused) -> BackendError:
         return BackendError(
-            f"emceepee refused backend '{self.name}'s answer to {what}: {exc}, the most emceepee reads "
-            "as one message. That call failed and the rest of the answer was skipped; the backend "
-            "stays connected.",
-            hint="Ask the tool for less at a time (narrower arguments, or its paging if it has any).",
+            f"emceepee refused backend '{self.name}'s answer to {what}: {exc}{exc.detail}",
+            hint=exc.hint,
         )
 
     async def _connection_lost(self, what: str) -> BackendError:

@@ -4,7 +4,7 @@ Where an error came from decides what it means, never its code alone: the SDK's 
 closed" (-32000) is also the commonest code a backend answers a request with. A backend's own
 error answer arrives as `Answered` (core/dispatcher.py, core/fastcall.py) and fails that request
 alone; only a plain `MCPError(CONNECTION_CLOSED)` from the SDK (or the fast lane) means the
-connection ended. `TooLong` is emceepee's own refusal of an answer over the line limit.
+connection ended. `Refused` (`TooLong`, `Unreadable`) is emceepee's own refusal of one answer at the pipe.
 """
 
 from __future__ import annotations
@@ -28,13 +28,33 @@ class Answered(MCPError):
     its code (-32000 included)."""
 
 
-class TooLong(Exception):
-    """emceepee refused a backend's answer to one request: it was longer than one message may be
-    (core/transport.py skipped it unread); the connection lives on."""
+class Refused(Exception):
+    """emceepee refused a backend's answer to one request at the pipe (core/transport.py): that
+    request fails with this, never taken for the backend's own error; the connection lives on."""
+
+    detail = ". That call failed; the backend stays connected."  # follows the refusal's own words
+    hint = "This is a fault in the backend; the call was not retried. Its get_logs may say more."
+
+
+class TooLong(Refused):
+    """The answer was longer than one message may be, and was skipped unread."""
+
+    detail = (
+        ", the most emceepee reads as one message. That call failed and the rest of the answer was "
+        "skipped; the backend stays connected."
+    )
+    hint = "Ask the tool for less at a time (narrower arguments, or its paging if it has any)."
 
     def __init__(self, limit: int) -> None:
         super().__init__(f"the answer was over {limit // (1024 * 1024)} MiB")
         self.limit = limit
+
+
+class Unreadable(Refused):
+    """The answer is not JSON-RPC the SDK's parser reads (a lone surrogate, nesting past its limit)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"the answer could not be read as JSON-RPC ({why})")
 
 
 def leaves(exc: BaseException) -> list[BaseException]:

@@ -27,7 +27,7 @@ import mcp_types as types
 import pydantic_core
 from mcp import MCPError
 
-from emceepee_cli.core.failures import TooLong
+from emceepee_cli.core.failures import Refused
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class _Pending:
     on_progress: ProgressFn
     done: anyio.Event = field(default_factory=anyio.Event)
     answer: Answer | None = None
-    refused: TooLong | None = None
+    refused: Refused | None = None
 
 
 def loads(data: bytes) -> Any:
@@ -143,7 +143,7 @@ class Exchanges:
         pending.answer = answer
         pending.done.set()
 
-    def refuse(self, request_id: str | int, refusal: TooLong) -> bool:
+    def refuse(self, request_id: str | int, refusal: Refused) -> bool:
         """The answer to `request_id` was refused unread; True if it was a fast call's (it fails)."""
         pending = self._pending.pop(request_id, None) if isinstance(request_id, str) else None
         if pending is None:

@@ -42,7 +42,7 @@ import pydantic
 from mcp.shared.message import SessionMessage
 
 from emceepee_cli.core import procs
-from emceepee_cli.core.failures import TooLong
+from emceepee_cli.core.failures import Refused, TooLong, Unreadable
 from emceepee_cli.core.fastwire import Exchanges
 from emceepee_cli.core.lines import Lines, Piece, top_level
 from emceepee_cli.core.logfile import LogFile
@@ -221,17 +221,16 @@ class _Pipes:
             request_id, method = fields.get("id"), fields.get("method")
             if method is None and _valid_id(request_id):
                 why = _why(parsed)
-                await self._fail(request_id, f"the backend's answer could not be read as JSON-RPC ({why})")
+                await self._refuse(request_id, Unreadable(why))
                 self.report(f"the backend's answer to request {request_id!r} could not be read: {why}")
                 return
         await self.to_session.send(parsed)
 
-    async def _fail(self, request_id: str | int, message: str) -> None:
-        """The request answered with an error, on the lane that sent it (fast call or session)."""
-        error = _error(request_id, message)
-        line = error.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
-        if not await self.exchanges.deliver(line):  # a fast call's answer fails that call
-            await self.to_session.send(error)
+    async def _refuse(self, request_id: str | int, refusal: Refused) -> None:
+        """The request fails with emceepee's refusal of its answer, on the lane that sent it; never
+        taken for the backend's own error (core/dispatcher.py raises `refusal` to the waiter)."""
+        if not self.exchanges.refuse(request_id, refusal):  # a fast call's answer fails that call
+            await self.to_session.send(_error(request_id, str(refusal), refusal))
 
     async def _oversized(self, head: bytes) -> bool:
         """A message over the limit, being skipped: answer what it belongs to. False: nothing can be."""
@@ -239,10 +238,7 @@ class _Pipes:
         limit = f"{MAX_LINE_BYTES // (1024 * 1024)} MiB"
         request_id, method = fields.get("id"), fields.get("method")
         if method is None and _valid_id(request_id):
-            # emceepee's refusal, not the backend's error: the waiter is told so (core/dispatcher.py)
-            refusal = TooLong(MAX_LINE_BYTES)
-            if not self.exchanges.refuse(request_id, refusal):  # a fast call's answer fails that call
-                await self.to_session.send(_error(request_id, str(refusal), refusal))
+            await self._refuse(request_id, TooLong(MAX_LINE_BYTES))
             self.report(
                 f"the backend's answer was over {limit}, the most emceepee reads as one message: "
                 f"request {request_id!r} failed; the rest of the answer was skipped"

@@ -174,4 +174,6 @@ async def test_a_backend_answer_no_parser_can_read_fails_its_call_with_the_reaso
                 assert result["isError"] is True, reply
                 text = result["content"][0]["text"]
                 assert f"tools/call '{tool}'" in text and "could not be read" in text and why in text, text
+                # emceepee's refusal at the pipe, never worded as the backend's own error answer
+                assert text.startswith("emceepee refused backend 'h's answer") and "-32603" not in text, text
             await still_serving(host)
