@@ -1,6 +1,6 @@
 """A journal that cannot be used when `serve` starts, with real `serve` processes and the real CLI:
 a file that is not a database, a database cut short, a read-only file, a read-only folder, a journal
-from a newer emceepee. `serve` answers from memory and every reply says what is wrong and the
+from a newer emceepee, one another process keeps locked past serve's wait. `serve` answers from memory and every reply says what is wrong and the
 command that fixes it; the file is left exactly as it was; the CLI and `doctor` give the same fix.
 
 The read-only faults run emceepee as the file's owner without the power to override file modes:
@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ class Fault:
     as_owner: bool = False  # run emceepee without the power to override file modes
     own_folder: bool = False  # the journal in a folder of its own (EMCEEPEE_DB)
     cli_reads: bool = False  # the CLI can still list its tasks (only writing is refused)
+    locked: bool = False  # another process holds the journal locked all along
 
 
 def journal_with_rows(db: Path) -> None:
@@ -131,7 +133,26 @@ FAULTS = {
         read_only_folder, "cannot be opened for writing", "chmod u+w ", as_owner=True, own_folder=True
     ),
     "newer": Fault(newer, "written by a newer emceepee", "Upgrade emceepee"),
+    # still locked once serve's open gives up (after OPEN_RETRY_S): this one takes about 20 s
+    "locked": Fault(journal_with_rows, "is locked by another process", "stop other emceepee", locked=True),
 }
+NOT_LOCKED = [kind for kind, fault in FAULTS.items() if not fault.locked]
+
+
+@contextmanager
+def held(db: Path, fault: Fault) -> Iterator[None]:
+    """The journal locked by another process (exclusively, reads too) while `fault` says so."""
+    if not fault.locked:
+        yield
+        return
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+        conn.execute("BEGIN EXCLUSIVE")
+        yield
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
 
 
 def snapshot(db: Path) -> tuple[bytes, int, list[str]]:
@@ -160,7 +181,7 @@ def config(tmp_path: Path) -> Path:
 
 @pytest.fixture(params=list(FAULTS))
 def fault(request: pytest.FixtureRequest) -> Fault:
-    return FAULTS[request.param]
+    return FAULTS[str(request.param)]
 
 
 @pytest.fixture
@@ -181,42 +202,43 @@ async def test_serve_on_a_journal_it_cannot_use_answers_from_memory_and_every_re
     before = snapshot(db)
     command = [*AS_OWNER_PREFIX, *serve_command(config)] if fault.as_owner else None
     flags: list[dict[str, Any]] = []
-    async with serve(config, command=command) as run:
-        with anyio.fail_after(60):
-            init = await run.host.send(
-                "initialize",
-                {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "test-host", "version": "0"},
-                },
-            )
-            await run.host.send("notifications/initialized", notify=True)
-            listed = await run.host.send("tools/list")
-            servers, flag = await call(run, "list_servers", {})
-            flags.append(flag)
-            while True:  # the backend starts in the background: list until its tools are there
-                tools, flag = await call(run, "list_tools", {"server": "echo"})
+    with held(db, fault):
+        async with serve(config, command=command) as run:
+            with anyio.fail_after(90):
+                init = await run.host.send(
+                    "initialize",
+                    {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "test-host", "version": "0"},
+                    },
+                )
+                await run.host.send("notifications/initialized", notify=True)
+                listed = await run.host.send("tools/list")
+                servers, flag = await call(run, "list_servers", {})
                 flags.append(flag)
-                [group] = tools["structuredContent"]["servers"]
-                assert group["status"] != "failed", group
-                if "tools" in group:
-                    break
-            echoed, flag = await call(
-                run, "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "hi"}}
-            )
-            flags.append(flag)
-            slow = {"seconds": 0.5, "steps": 1}
-            promoted, flag = await call(
-                run, "execute_tool", {"server": "echo", "tool": "slow", "args": slow, "timeout_ms": 10}
-            )
-            flags.append(flag)
-            task_id = promoted["structuredContent"]["proxy_task"]["task_id"]
-            result, flag = await call(run, "get_task_result", {"task_id": task_id, "timeout_ms": 20000})
-            flags.append(flag)
-            tasks, flag = await call(run, "list_tasks", {"include_completed": True})
-            flags.append(flag)
-        code = await run.stop()
+                while True:  # the backend starts in the background: list until its tools are there
+                    tools, flag = await call(run, "list_tools", {"server": "echo"})
+                    flags.append(flag)
+                    [group] = tools["structuredContent"]["servers"]
+                    assert group["status"] != "failed", group
+                    if "tools" in group:
+                        break
+                echoed, flag = await call(
+                    run, "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "hi"}}
+                )
+                flags.append(flag)
+                slow = {"seconds": 0.5, "steps": 1}
+                promoted, flag = await call(
+                    run, "execute_tool", {"server": "echo", "tool": "slow", "args": slow, "timeout_ms": 10}
+                )
+                flags.append(flag)
+                task_id = promoted["structuredContent"]["proxy_task"]["task_id"]
+                result, flag = await call(run, "get_task_result", {"task_id": task_id, "timeout_ms": 20000})
+                flags.append(flag)
+                tasks, flag = await call(run, "list_tasks", {"include_completed": True})
+                flags.append(flag)
+            code = await run.stop()
     after = snapshot(db)
 
     assert init["serverInfo"]["name"] == "emceepee"
@@ -239,6 +261,7 @@ async def test_serve_on_a_journal_it_cannot_use_answers_from_memory_and_every_re
     assert after == before, run.log  # not a byte, not a timestamp, no new file beside it
 
 
+@pytest.mark.parametrize("fault", NOT_LOCKED, indirect=True)  # the CLI's wait on a lock: test_journal.py
 def test_the_cli_and_doctor_on_a_journal_serve_cannot_use_give_the_same_fix(
     fault: Fault, config: Path, db: Path
 ) -> None:
