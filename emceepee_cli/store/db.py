@@ -110,6 +110,7 @@ def in_memory() -> sqlite_utils.Database:
     schema, on one connection the journal's worker thread uses."""
     conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
     db = sqlite_utils.Database(conn)
+    db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # as a new file: nothing to convert at start
     migrations.apply(db)
     return db
 

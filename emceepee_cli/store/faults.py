@@ -2,8 +2,9 @@
 
 SQLite's failures are sorted here, in one place, into the few a person can act on: locked by
 another process, read-only (the file or its folder), a full disk, damaged (not a database, or cut
-short), or written by a newer emceepee (store/migrations.py). The CLI stops on them (exit code 4);
-`serve` runs from memory instead and flags every reply with `serving_from_memory`. Nothing here
+short); store/migrations.py adds one written by a newer emceepee. The CLI stops on them (exit code
+4); a `serve` that cannot open its journal runs from memory instead and flags every reply with
+`serving_from_memory`. Nothing here
 imports sqlite-utils: `store/inspect.py` uses it on the cheap path of a TAB press.
 """
 
@@ -77,9 +78,9 @@ def is_busy(exc: sqlite3.Error) -> bool:
 
 def serving_from_memory(fault: JournalError) -> JournalError:
     """What `serve` says on every reply when it could not open its journal and runs from memory."""
-    return JournalError(
-        fault.message,
-        hint=f"{fault.hint or ''} Then restart your MCP host (emceepee doctor checks the journal). Until "
-        "then emceepee keeps this session's tasks, results and answers in memory only: the CLI does "
-        "not see them and they are lost when the host stops it; the journal file is left as it is.".lstrip(),
+    meanwhile = (
+        "Then restart your MCP host (emceepee doctor checks the journal). Until then emceepee keeps "
+        "this session's tasks, results and answers in memory only: the CLI does not see them and they "
+        "are lost when the host stops it; the journal file is left as it is."
     )
+    return JournalError(fault.message, hint=f"{fault.hint} {meanwhile}" if fault.hint else meanwhile)

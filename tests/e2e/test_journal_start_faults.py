@@ -1,7 +1,8 @@
 """A journal that cannot be used when `serve` starts, with real `serve` processes and the real CLI:
 a file that is not a database, a database cut short, a read-only file, a read-only folder, a journal
-from a newer emceepee, one another process keeps locked past serve's wait. `serve` answers from memory and every reply says what is wrong and the
-command that fixes it; the file is left exactly as it was; the CLI and `doctor` give the same fix.
+from a newer emceepee, one another process keeps locked past serve's wait. `serve` answers from
+memory and every reply says what is wrong and the command that fixes it; the file is left exactly
+as it was; the CLI and `doctor` give the same fix.
 
 The read-only faults run emceepee as the file's owner without the power to override file modes:
 as root (these tests often run as root), CAP_DAC_OVERRIDE is dropped from the bounding set before
