@@ -77,12 +77,12 @@ def config_checks(path: Path, host_env: Mapping[str, str]) -> tuple[list[Check],
 
 def journal_checks(path: Path) -> list[Check]:
     from emceepee_cli.store import inspect
+    from emceepee_cli.store.faults import writable_problem
 
     try:
         status = inspect.status(path)
-    except JournalError as exc:
-        fix = f"mv {path} {path}.broken (a new one is made)"
-        return [Check("journal", str(path), "fail", exc.message, fix)]
+    except JournalError as exc:  # its hint is the command that fixes it (store/faults.py)
+        return [Check("journal", str(path), "fail", exc.message, exc.hint)]
     if not status["exists"]:
         return [
             Check("journal", str(path), "note", "no journal yet (made by the first serve or tasks command)")
@@ -92,6 +92,9 @@ def journal_checks(path: Path) -> list[Check]:
         checks.append(
             Check("journal", str(path), "fail", f"damaged: {status['health']}", f"mv {path} {path}.broken")
         )
+    read_only = writable_problem(path)
+    if read_only is not None:  # readable, but serve would run from memory and the CLI not record
+        checks.append(Check("journal", str(path), "fail", read_only.message, read_only.hint))
     unknown = sorted(set(status["migrations"]) - known_migrations())
     if unknown:
         checks.append(

@@ -46,6 +46,7 @@ from emceepee_cli.server.meta_tools import TOOLS, Call, MetaTool
 from emceepee_cli.server.resume_wire import resume_tokens
 from emceepee_cli.server.stdio import host_streams
 from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.store.faults import serving_from_memory
 from emceepee_cli.store.journal import Journal
 
 log = logging.getLogger("emceepee")
@@ -77,7 +78,9 @@ def build_server(
     @asynccontextmanager
     async def lifespan(_: Server[Services]) -> AsyncIterator[Services]:
         try:
-            journal = AsyncJournal(await anyio.to_thread.run_sync(Journal, db_path))
+            journal = AsyncJournal(await anyio.to_thread.run_sync(Journal.for_serve, db_path))
+            if journal.fault is not None:  # said once here; every reply says it too (server/envelope.py)
+                log.error("journal: %s", serving_from_memory(journal.fault))
             instance_id = new_id()
             try:
                 inherited = await wiring.take_over(journal, instance_id)
@@ -260,7 +263,8 @@ async def _call_tool(
     result, own = await dispatch(services, params.name, params.arguments, Call(relay=relay))
     if isinstance(result, Passed):
         result = result.model()
-    return with_envelope(result, services.events.take(), services.questions.for_client(), own=own)
+    events, pending = services.events.take(), services.questions.for_client()
+    return with_envelope(result, events, pending, own=own, journal_fault=services.journal.fault)
 
 
 async def dispatch(
@@ -338,7 +342,6 @@ def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = N
     handler.setFormatter(RedactingFormatter("%(asctime)s emceepee %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
-    Journal(db_path).close()  # refuse a locked or newer journal now, before the host connects
     config = load_or_report(config_path)
     for problem in config.problems:
         log.warning("config: %s", problem)

@@ -16,8 +16,9 @@ from typing import Any
 
 import mcp_types as types
 
-from emceepee_cli.errors import EmceepeeError
+from emceepee_cli.errors import EmceepeeError, JournalError
 from emceepee_cli.redact import redact, redact_data
+from emceepee_cli.store.faults import serving_from_memory
 from emceepee_cli.store.records import Event
 
 
@@ -54,15 +55,29 @@ def error_result(exc: EmceepeeError) -> types.CallToolResult:
     )
 
 
+def journal_block(fault: JournalError) -> dict[str, Any]:
+    """The journal's fault as every reply carries it: the file, what is wrong, the command that fixes
+    it, and that this session lives in memory only (store/faults.py)."""
+    said = serving_from_memory(fault)
+    return {"type": type(fault).__name__, "message": redact(said.message), "hint": redact(said.hint or "")}
+
+
 def with_envelope(
-    result: types.CallToolResult, events: Sequence[Event], pending: dict[str, Any], own: bool
+    result: types.CallToolResult,
+    events: Sequence[Event],
+    pending: dict[str, Any],
+    own: bool,
+    journal_fault: JournalError | None = None,
 ) -> types.CallToolResult:
-    """Append the undelivered events and the pending questions, each only when non-empty.
+    """Append the undelivered events and the pending questions, each only when non-empty, and,
+    while `serve` runs from memory because its journal file cannot be used, what is wrong with it.
 
     Our own results carry them in `structuredContent` too; a backend's result is left as it
     came, so they are added as text blocks only.
     """
     extra: dict[str, Any] = {}
+    if journal_fault is not None:
+        extra["journal_error"] = journal_block(journal_fault)
     if events:
         extra["events_since_last_response"] = redact_data(events)
     if pending:

@@ -159,11 +159,11 @@ def _reply(
     server writes it for the slow path's result."""
     events, pending = services.events.take(), services.questions.for_client()
     if isinstance(result, Passed):
-        if not events and not pending:
+        if not events and not pending and services.journal.fault is None:
             head = (b'{"jsonrpc":"2.0","id":', json.dumps(request_id).encode(), b',"result":')
             return itertools.chain(head, result.body.chunks(), (b"}",))
         result = result.model()
-    reply = with_envelope(result, events, pending, own=own)
+    reply = with_envelope(result, events, pending, own=own, journal_fault=services.journal.fault)
     dumped = reply.model_dump(by_alias=True, mode="json", exclude_none=True)
     assert wire.protocol is not None
     shaped = with_next_token(methods.serialize_server_result("tools/call", wire.protocol, dumped))

@@ -34,6 +34,11 @@ class AsyncJournal:
     def __repr__(self) -> str:
         return f"<AsyncJournal {self.sync!r}>"
 
+    @property
+    def fault(self) -> JournalError | None:
+        """Why this journal is kept in memory rather than in its file; None while it is in its file."""
+        return self.sync.fault
+
     async def run(self, fn: Callable[Concatenate[Journal, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`fn(journal, *args, **kwargs)` on the journal's one worker thread."""
         call = functools.partial(fn, self.sync, *args, **kwargs)

@@ -1,4 +1,5 @@
-"""Opening the journal file, and SQLite's failures as errors that say what to do.
+"""Opening the journal file (or one in memory, for a `serve` that cannot use the file); SQLite's
+failures become the errors of store/faults.py, which say what to do.
 
 Opening is safe under concurrency: two hosts start `serve` at once, and a CLI command runs
 beside them, all on a journal that does not exist yet. SQLite settles most of it with its busy
@@ -23,6 +24,7 @@ import sqlite_utils
 
 from emceepee_cli import paths
 from emceepee_cli.errors import JournalError
+from emceepee_cli.store.faults import is_busy, journal_error, read_only, writable_problem
 from emceepee_cli.store.migrations import check_not_newer, migrations
 
 BUSY_TIMEOUT_MS = 5000
@@ -38,34 +40,6 @@ class HasPath(Protocol):
 
 
 S = TypeVar("S", bound=HasPath)
-
-
-def journal_error(exc: sqlite3.Error, path: Path | str) -> JournalError:
-    """SQLite's failure as a JournalError that names the file and the next thing to do."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    if is_busy(exc):
-        return JournalError(
-            f"The journal {path} is locked by another process ({exc}).",
-            hint="Try again in a moment; if it persists, stop other emceepee processes.",
-        )
-    if name.startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN")):
-        return JournalError(
-            f"The journal {path} could not be written: {exc} ({name}).",
-            hint="Check the free space on its disk, and that the file and its folder are writable; "
-            "until then tasks and answers are not recorded.",
-        )
-    if isinstance(exc, sqlite3.OperationalError):
-        return JournalError(
-            f"The journal {path} could not be used: {exc}", hint="Check the file and its folder."
-        )
-    return JournalError(
-        f"The journal {path} is not a usable SQLite file: {exc}",
-        hint="Move it aside (emceepee will start a new one) or use --db / EMCEEPEE_DB.",
-    )
-
-
-def is_busy(exc: sqlite3.Error) -> bool:
-    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def mapped(fn: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, P], T]:
@@ -94,6 +68,8 @@ def connect(path: Path, seed: Callable[[sqlite_utils.Database], None] | None = N
         except sqlite3.Error as exc:
             if not is_busy(exc) or time.monotonic() + pause > deadline:
                 raise journal_error(exc, path) from exc
+        except PermissionError as exc:
+            raise read_only(path, str(exc)) from exc
         except OSError as exc:
             raise JournalError(
                 f"The journal {path} could not be created: {exc}",
@@ -127,6 +103,23 @@ def _open(path: Path, seed: Callable[[sqlite_utils.Database], None] | None) -> s
         conn.close()
         raise
     return db
+
+
+def in_memory() -> sqlite_utils.Database:
+    """A journal that lives in this process only (for a `serve` whose file cannot be used): the same
+    schema, on one connection the journal's worker thread uses."""
+    conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    db = sqlite_utils.Database(conn)
+    db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # as a new file: nothing to convert at start
+    migrations.apply(db)
+    return db
+
+
+def check_writable(path: Path) -> None:
+    """Refuse a journal this user cannot write (store/faults.py)."""
+    problem = writable_problem(path)
+    if problem is not None:
+        raise problem
 
 
 @contextmanager

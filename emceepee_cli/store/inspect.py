@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from emceepee_cli.errors import JournalError
+from emceepee_cli.store.faults import journal_error
 from emceepee_cli.store.pages import TaskFilter, TaskPage, read_page
 
 if TYPE_CHECKING:
@@ -58,10 +59,7 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
 
 
 def _unreadable(path: Path, exc: sqlite3.Error) -> JournalError:
-    return JournalError(
-        f"The journal {path} cannot be read: {exc}.",
-        hint="emceepee doctor checks it; a damaged journal can be moved aside (a new one is made).",
-    )
+    return journal_error(exc, path)  # damaged, locked, read-only…: each with its fix
 
 
 def rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:

@@ -9,6 +9,10 @@ another process settled as orphans by mistake (see store/instances.py).
 
 A `serve` also keeps its journal file: if the file at the path is deleted or replaced while it
 runs, `recover` re-creates it and writes back this process's own rows (store/recovery.py).
+
+A `serve` whose journal file cannot be used when it starts (damaged, read-only, locked, newer)
+gets one in memory instead (`for_serve`): `fault` says what is wrong with the file, which is left
+as it is — never re-created, repaired or written — until a restart finds it fixed.
 """
 
 from __future__ import annotations
@@ -21,11 +25,11 @@ from typing import Any, cast
 
 from emceepee_cli import paths
 from emceepee_cli.clock import now_iso
-from emceepee_cli.errors import NotFound
+from emceepee_cli.errors import JournalError, NotFound
 from emceepee_cli.ids import resolve_prefix
 from emceepee_cli.redact import redact
 from emceepee_cli.store import pages
-from emceepee_cli.store.db import connect, file_id, mapped
+from emceepee_cli.store.db import check_writable, connect, file_id, in_memory, mapped
 from emceepee_cli.store.events import EventLog
 from emceepee_cli.store.instances import ORPHANED, Instances, owns_by_mistake
 from emceepee_cli.store.records import (
@@ -48,14 +52,28 @@ QUESTIONS_LISTED = "get_elicitations / get_sampling_requests list them."
 
 
 class Journal(EventLog, Instances, Recovery, Retention, Steps):
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, fault: JournalError | None = None) -> None:
+        """The journal at `path`; with a `fault`, one in memory standing in for that file."""
         self.path = paths.db_path(path)
-        self.db = connect(self.path)
-        self.file_id = file_id(self.path)
+        self.fault = fault
+        self.db = connect(self.path) if fault is None else in_memory()
+        self.file_id = file_id(self.path) if fault is None else None
         self.owner: str | None = None
 
     def __repr__(self) -> str:
-        return f"<Journal {self.path} owner={self.owner}>"
+        where = self.path if self.fault is None else f"memory (not {self.path})"
+        return f"<Journal {where} owner={self.owner}>"
+
+    @classmethod
+    def for_serve(cls, path: Path | None = None) -> Journal:
+        """The journal `serve` writes to, or — when its file cannot be used — one in memory whose
+        `fault` says why. Opening never writes to a file it then refuses."""
+        where = paths.db_path(path)
+        try:
+            check_writable(where)
+            return cls(where)
+        except JournalError as exc:
+            return cls(where, fault=exc)
 
     @mapped
     def task_page(

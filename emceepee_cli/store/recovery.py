@@ -20,6 +20,7 @@ from typing import Any
 
 import sqlite_utils
 
+from emceepee_cli.errors import JournalError
 from emceepee_cli.store.db import close_quietly, connect, file_id
 from emceepee_cli.store.instances import this_instance
 
@@ -35,9 +36,12 @@ class Recovery:
     db: sqlite_utils.Database
     file_id: tuple[int, int] | None
     owner: str | None
+    fault: JournalError | None
     _kept: dict[str, list[dict[str, Any]]] | None = None  # rows taken from a deleted file, not yet put back
 
     def replaced(self) -> bool:
+        if self.fault is not None:  # kept in memory: the file at the path is not this journal's
+            return False
         return file_id(self.path) != self.file_id
 
     def recover(self) -> str | None:

@@ -1,0 +1,297 @@
+"""A journal that cannot be used when `serve` starts, with real `serve` processes and the real CLI:
+a file that is not a database, a database cut short, a read-only file, a read-only folder, a journal
+from a newer emceepee, one another process keeps locked past serve's wait. `serve` answers from
+memory and every reply says what is wrong and the command that fixes it; the file is left exactly
+as it was; the CLI and `doctor` give the same fix.
+
+The read-only faults run emceepee as the file's owner without the power to override file modes:
+as root (these tests often run as root), CAP_DAC_OVERRIDE is dropped from the bounding set before
+exec, so the modes bind it exactly as they bind a user on their own 0400 file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from emceepee_cli import paths
+from emceepee_cli.clock import now_iso
+from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import TaskRow, TaskStatus
+from tests.e2e.test_journal_faults import Run, serve
+from tests.support import example_table, serve_command, write_config
+
+pytestmark = pytest.mark.anyio
+
+# Execs argv[1:] without CAP_DAC_OVERRIDE (1) and CAP_FOWNER (3) when run as root: file modes then
+# bind it as they bind the file's owner. A user who is not root needs nothing dropped.
+AS_OWNER = (
+    "import ctypes, os, sys\n"
+    "if os.geteuid() == 0:\n"
+    "    libc = ctypes.CDLL(None, use_errno=True)\n"
+    "    for cap in (1, 3):\n"
+    "        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP\n"
+    "            raise OSError(ctypes.get_errno(), 'prctl(PR_CAPBSET_DROP)')\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n"
+)
+AS_OWNER_PREFIX = [sys.executable, "-c", AS_OWNER]
+TASK_ID = "01JQZ00000000000000000TASK"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """How to break the journal, what the reply must say, and how the fix reads."""
+
+    make: Callable[[Path], None]
+    says: str  # in the message
+    fix: str  # in the hint: the command that fixes it
+    as_owner: bool = False  # run emceepee without the power to override file modes
+    own_folder: bool = False  # the journal in a folder of its own (EMCEEPEE_DB)
+    cli_reads: bool = False  # the CLI can still list its tasks (only writing is refused)
+    locked: bool = False  # another process holds the journal locked all along
+
+
+def journal_with_rows(db: Path) -> None:
+    """A real journal with a working task, big enough that cutting it leaves a valid header and a
+    missing middle."""
+    journal = Journal(db)
+    for n in range(2000):
+        journal.register_instance(f"I{n:05d}")
+    at = now_iso()
+    journal.insert_task(
+        TaskRow(
+            task_id=TASK_ID,
+            instance_id="I00000",
+            server="echo",
+            tool="slow",
+            args="{}",
+            status=TaskStatus.WORKING.value,
+            status_message=None,
+            progress=None,
+            result=None,
+            error=None,
+            created_at=at,
+            last_updated_at=at,
+            expires_at=None,
+            finished_at=None,
+            cancel_requested=0,
+            request_state=None,
+            round=None,
+        )
+    )
+    journal.close()
+
+
+def not_a_database(db: Path) -> None:
+    db.parent.mkdir(parents=True, exist_ok=True)
+    db.write_bytes(b"this is not a database\n" * 200)
+
+
+def cut_short(db: Path) -> None:
+    journal_with_rows(db)
+    with db.open("r+b") as f:
+        f.truncate(db.stat().st_size // 2)
+    assert db.read_bytes().startswith(b"SQLite format 3\x00")
+
+
+def read_only_file(db: Path) -> None:
+    journal_with_rows(db)
+    db.chmod(0o400)
+
+
+def read_only_folder(db: Path) -> None:
+    journal_with_rows(db)
+    db.parent.chmod(0o500)  # the journal's own folder (--db): emceepee's data folder stays writable
+
+
+def newer(db: Path) -> None:  # as a newer emceepee leaves it: one migration this one does not know
+    journal_with_rows(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at)"
+            " VALUES ('emceepee', 'm999_future', 'x')"
+        )
+    conn.close()
+
+
+FAULTS = {
+    "not a database": Fault(not_a_database, "not a usable SQLite file", "mv "),
+    "cut short": Fault(cut_short, "not a usable SQLite file", "mv "),
+    "read-only file": Fault(
+        read_only_file, "cannot be opened for writing", "chmod u+w ", as_owner=True, cli_reads=True
+    ),
+    "read-only folder": Fault(
+        read_only_folder, "cannot be opened for writing", "chmod u+w ", as_owner=True, own_folder=True
+    ),
+    "newer": Fault(newer, "written by a newer emceepee", "Upgrade emceepee"),
+    # still locked once serve's open gives up (after OPEN_RETRY_S): this one takes about 20 s
+    "locked": Fault(journal_with_rows, "is locked by another process", "stop other emceepee", locked=True),
+}
+NOT_LOCKED = [kind for kind, fault in FAULTS.items() if not fault.locked]
+
+
+@contextmanager
+def held(db: Path, fault: Fault) -> Iterator[None]:
+    """The journal locked by another process (exclusively, reads too) while `fault` says so."""
+    if not fault.locked:
+        yield
+        return
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+        conn.execute("BEGIN EXCLUSIVE")
+        yield
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def snapshot(db: Path) -> tuple[bytes, int, list[str]]:
+    """The file's bytes and mtime, and the files beside it (`-wal`, `-shm`…): none may change."""
+    beside = sorted(p.name for p in db.parent.iterdir() if p.name.startswith(db.name))
+    return db.read_bytes(), db.stat().st_mtime_ns, beside
+
+
+async def call(run: Run, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A tools/call's result, and the journal_error block it carries (there must be exactly one)."""
+    result = await run.host.send("tools/call", {"name": name, "arguments": arguments})
+    texts = [b["text"] for b in result["content"] if b["type"] == "text"]
+    flags = [json.loads(t)["journal_error"] for t in texts if t.startswith('{"journal_error":')]
+    assert len(flags) == 1, result
+    return result, flags[0]
+
+
+def backend_text(result: dict[str, Any]) -> str:
+    return str(result["content"][0]["text"])
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    return write_config(tmp_path / "config.toml", example_table("echo", "echo.py"))
+
+
+@pytest.fixture(params=list(FAULTS))
+def fault(request: pytest.FixtureRequest) -> Fault:
+    return FAULTS[str(request.param)]
+
+
+@pytest.fixture
+def db(fault: Fault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The journal, broken as `fault` says; its folder writable again afterwards, for clean-up."""
+    if fault.own_folder:
+        monkeypatch.setenv("EMCEEPEE_DB", str(tmp_path / "journal-folder" / "journal.db"))
+    path = paths.db_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fault.make(path)
+    yield path
+    path.parent.chmod(0o700)
+
+
+async def test_serve_on_a_journal_it_cannot_use_answers_from_memory_and_every_reply_says_how_to_fix_it(
+    fault: Fault, config: Path, db: Path
+) -> None:
+    before = snapshot(db)
+    command = [*AS_OWNER_PREFIX, *serve_command(config)] if fault.as_owner else None
+    flags: list[dict[str, Any]] = []
+    with held(db, fault):
+        async with serve(config, command=command) as run:
+            with anyio.fail_after(90):
+                init = await run.host.send(
+                    "initialize",
+                    {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "test-host", "version": "0"},
+                    },
+                )
+                await run.host.send("notifications/initialized", notify=True)
+                listed = await run.host.send("tools/list")
+                servers, flag = await call(run, "list_servers", {})
+                flags.append(flag)
+                while True:  # the backend starts in the background: list until its tools are there
+                    tools, flag = await call(run, "list_tools", {"server": "echo"})
+                    flags.append(flag)
+                    [group] = tools["structuredContent"]["servers"]
+                    assert group["status"] != "failed", group
+                    if "tools" in group:
+                        break
+                echoed, flag = await call(
+                    run, "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "hi"}}
+                )
+                flags.append(flag)
+                slow = {"seconds": 0.5, "steps": 1}
+                promoted, flag = await call(
+                    run, "execute_tool", {"server": "echo", "tool": "slow", "args": slow, "timeout_ms": 10}
+                )
+                flags.append(flag)
+                task_id = promoted["structuredContent"]["proxy_task"]["task_id"]
+                result, flag = await call(run, "get_task_result", {"task_id": task_id, "timeout_ms": 20000})
+                flags.append(flag)
+                tasks, flag = await call(run, "list_tasks", {"include_completed": True})
+                flags.append(flag)
+            code = await run.stop()
+    after = snapshot(db)
+
+    assert init["serverInfo"]["name"] == "emceepee"
+    assert "list_servers" in {tool["name"] for tool in listed["tools"]}
+    assert [s["name"] for s in servers["structuredContent"]["servers"]] == ["echo"]
+    assert backend_text(echoed) == "hi"
+    assert backend_text(result) == "slept 0.5 s"
+    assert [t["task_id"] for t in tasks["structuredContent"]["tasks"]] == [task_id]
+    assert servers["structuredContent"]["journal_error"] == flags[0]  # ours carry it structured too
+    for flag in flags:
+        assert flag == flags[0]
+    flag = flags[0]
+    assert flag["type"] == "JournalError"
+    assert str(db) in flag["message"] and fault.says in flag["message"], flag
+    assert fault.fix in flag["hint"] and "restart your MCP host" in flag["hint"], flag
+    assert "in memory only" in flag["hint"]
+    assert code == 0, run.log
+    assert run.log.count(fault.says) == 1, run.log  # stderr says it once
+    assert "Traceback" not in run.log
+    assert after == before, run.log  # not a byte, not a timestamp, no new file beside it
+
+
+@pytest.mark.parametrize("fault", NOT_LOCKED, indirect=True)  # the CLI's wait on a lock: test_journal.py
+def test_the_cli_and_doctor_on_a_journal_serve_cannot_use_give_the_same_fix(
+    fault: Fault, config: Path, db: Path
+) -> None:
+    before = snapshot(db)[:2]
+    prefix = AS_OWNER_PREFIX if fault.as_owner else []
+    listed = run_as(prefix, "tasks", "list")
+    cancel = run_as(prefix, "tasks", "cancel", TASK_ID)
+    doctor = run_as(prefix, "doctor", "--config", str(config), "--json")
+    after = snapshot(db)[:2]  # (a read-only SQLite reader may leave an empty -wal and -shm beside it)
+
+    if fault.cli_reads:
+        assert listed.returncode == 0 and TASK_ID in listed.stdout, listed.stderr
+    else:
+        assert listed.returncode == 4 and fault.fix in listed.stderr, listed.stderr
+    assert cancel.returncode == 4, cancel.stderr
+    assert fault.says in cancel.stderr and fault.fix in cancel.stderr, cancel.stderr
+    assert "Traceback" not in listed.stderr + cancel.stderr
+    [check] = [c for c in json.loads(doctor.stdout)["checks"] if c["area"] == "journal"]
+    assert doctor.returncode == 1 and check["state"] == "fail", check
+    assert fault.fix.lower() in check["fix"].lower(), check
+    assert after == before
+
+
+def run_as(prefix: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`emceepee ARGS…` as a real process, behind `prefix` (this test's emceepee home)."""
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "emceepee_cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
