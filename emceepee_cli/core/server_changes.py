@@ -196,12 +196,12 @@ def outcome(change: Change, request_id: str) -> dict[str, Any]:
     approval: dict[str, Any] = {"request_id": request_id, "status": status}
     if row is not None and row.get("answered_by"):
         approval["answered_by"] = row["answered_by"]
+    out: dict[str, Any] = {"change": change.tool, "server": change.name, "done": change.done is not None}
     if change.done is not None:
-        return {**change.done, "approval": approval}
-    out: dict[str, Any] = {"change": change.tool, "server": change.name, "done": False, "approval": approval}
+        out.update(change.done)
     if change.error is not None:
         out["error"] = change.error.message
-    return out
+    return {**out, "approval": approval}
 
 
 def described(spec: ServerSpec) -> dict[str, Any]:
