@@ -143,15 +143,20 @@ class ServerChanges:
             "reason": f'it changes which programs emceepee runs ({KEY} = "approve")',
             "by": list(approvers(self.defaults)),
         }
-        question = await self.questions.ask(
-            OWN,
-            Kind.ELICITATION,
-            {"mode": "form", "message": message, "requested_schema": EMPTY_FORM},
-            task_id=None,
-            correlation="server",
-            purpose="approval",
-            approval=approval,
-        )
+        self.awaiting[change.name] = "(being asked)"  # a second call for this name meanwhile is refused
+        try:
+            question = await self.questions.ask(
+                OWN,
+                Kind.ELICITATION,
+                {"mode": "form", "message": message, "requested_schema": EMPTY_FORM},
+                task_id=None,
+                correlation="server",
+                purpose="approval",
+                approval=approval,
+            )
+        except BaseException:
+            self.awaiting.pop(change.name, None)
+            raise
         request_id = question.request_id
         self.awaiting[change.name] = request_id
 
@@ -162,6 +167,9 @@ class ServerChanges:
                     change.done = await change.make()
             except EmceepeeError as exc:
                 change.error = exc
+            except Exception as exc:  # the model must hear that the approved change failed, and why
+                change.error = EmceepeeError(f"{change.tool}('{change.name}') failed: {exc!r}")
+                raise
             finally:
                 self.awaiting.pop(change.name, None)
                 change.finished.set()
@@ -172,10 +180,12 @@ class ServerChanges:
         wait_s = min(
             self.defaults.timeout_ms if timeout_ms is None else timeout_ms, self.defaults.max_wait_ms
         )
-        with anyio.move_on_after(wait_s / 1000):
-            await change.finished.wait()
-        if not change.finished.is_set():
-            change.detached = True
+        try:
+            with anyio.move_on_after(wait_s / 1000):
+                await change.finished.wait()
+        finally:  # its timeout, or the host cancelling the call: the outcome will come as an event
+            change.detached = not change.finished.is_set()
+        if change.detached:
             pending = outcome(change, request_id)
             pending["approval"]["by"] = approval["by"]
             return pending

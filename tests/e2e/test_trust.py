@@ -177,6 +177,7 @@ async def test_add_server_approved_at_a_terminal_later_is_added_then_and_the_mod
             waiting = payload(await client.call_tool("add_server", more))
             request_id = waiting["approval"]["request_id"]
             before = [row["name"] for row in payload(await client.call_tool("list_servers", {}))["servers"]]
+            again = await client.call_tool("add_server", more)
             shown = await anyio.to_thread.run_sync(approve_at_terminal, request_id)
             outcome = await events_until(client, "server_change")
             echoed = await client.call_tool(
@@ -185,6 +186,7 @@ async def test_add_server_approved_at_a_terminal_later_is_added_then_and_the_mod
             )
     assert waiting["done"] is False and waiting["approval"]["status"] == "pending"
     assert waiting["approval"]["by"] == ["host", "cli"] and before == ["h"]
+    assert again.is_error and f"already waits for approval (request {request_id})" in texts(again)[0]
     assert "Tool: add_server" in shown and "API_KEY" in shown and HIDDEN not in shown
     assert shlex.join([sys.executable, str(HOSTILE), "--say", "hello there"]) in shown  # the whole command
     assert outcome["done"] is True and outcome["server"] == "more"
@@ -232,3 +234,22 @@ async def test_with_deny_add_and_remove_server_are_refused_at_once_naming_the_ke
         assert '[defaults] model_adds_servers = "deny"' in texts(refused)[0]
     assert "emceepee servers add x" in texts(added)[0] and "emceepee servers remove h" in texts(removed)[0]
     assert asked == [] and list(load_config(config).servers) == ["h"]
+
+
+async def test_an_add_server_nobody_approves_expires_and_nothing_is_started_or_written(
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path / "config.toml", "[defaults]\npending_timeout_ms = 1000\n", hostile_table("h")
+    )
+    out = tmp_path / "never.out"
+    script = {"name": "late", "command": "/bin/sh", "args": ["-c", f"touch {shlex.quote(str(out))}"]}
+    async with serving(config) as client:
+        with anyio.fail_after(60):
+            await until_ready(client)
+            waiting = payload(await client.call_tool("add_server", {**script, "timeout_ms": 0}))
+            outcome = await events_until(client, "server_change")
+            servers = [row["name"] for row in payload(await client.call_tool("list_servers", {}))["servers"]]
+    assert waiting["approval"]["status"] == "pending"
+    assert outcome["done"] is False and outcome["approval"]["status"] == "expired"
+    assert servers == ["h"] and not out.exists() and list(load_config(config).servers) == ["h"]
