@@ -704,3 +704,18 @@ def test_approval_by_names_people_by_default_and_takes_only_known_answerers() ->
     assert problems_of('[defaults]\napproval_by = "cli"\n') == [
         "config.toml: field 'defaults.approval_by': must be an array of strings (got 'cli')"
     ]
+
+
+def test_model_adds_servers_asks_a_person_by_default_and_a_bad_value_keeps_asking() -> None:
+    assert Defaults().model_adds_servers == "approve"
+    for value in ("approve", "allow", "deny"):
+        write_config(f'[defaults]\nmodel_adds_servers = "{value}"\n')
+        config = load_config()
+        assert config.defaults.model_adds_servers == value and config.problems == ()
+    assert problems_of('[defaults]\nmodel_adds_servers = "yes"\n') == [
+        "config.toml: field 'defaults.model_adds_servers': must be one of approve, allow, deny (got 'yes')"
+    ]
+    assert load_config().defaults.model_adds_servers == "approve"  # the typo falls back to asking
+    assert problems_of("[defaults]\nmodel_adds_servers = true\n") == [
+        "config.toml: field 'defaults.model_adds_servers': must be one of approve, allow, deny (got True)"
+    ]

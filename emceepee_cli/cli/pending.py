@@ -110,7 +110,8 @@ def answer(
 
     Without an answer option the question is asked at the terminal. With --json the outcome is
     printed as JSON (what respond_to_elicitation returns, and how the answer reaches the backend);
-    the answer itself is then given with an option.
+    the answer itself is then given with an option. An approval is accepted only by answering y
+    at a terminal (stdin and stdout); --decline or --cancel work anywhere.
     """
     from emceepee_cli.core.answers import answer_question, who_delivers
     from emceepee_cli.store.journal import Journal
@@ -122,6 +123,8 @@ def answer(
         show(row)
     given = Given(content, decline, cancel, text, model, open_)
     given.check(row, can_ask=sys.stdin.isatty() and not json)
+    if row.get("purpose") == "approval":
+        check_approval(row, given, json)
     delivery = who_delivers(journal, row)
     settled = answer_question(journal, row["request_id"], build_reply(row, given), by="cli")
     if json:
@@ -220,8 +223,35 @@ class Given:
             )
         if len(chosen := sorted(self.used & {"--content", "--decline", "--cancel"})) > 1:
             raise UsageError(f"Give only one of {', '.join(chosen)}.")
+        if row.get("purpose") == "approval":
+            return  # only a person accepts one: check_approval
         if not self.used & ANSWER_FLAGS and not can_ask:
             raise unasked(row, "there is no terminal to ask it on" if not sys.stdin.isatty() else "--json")
+
+
+def check_approval(row: PendingRow, given: Given, json: bool) -> None:
+    """An approval is accepted only by a person answering y to it at a terminal: stdin and stdout
+    both one, the call shown first. A flag, a pipe (`yes |`) or a script may decline it, never
+    accept it; the approval then stays pending."""
+    if given.decline or given.cancel:
+        return
+    rid = row["request_id"]
+    if given.content is not None:
+        why = "--content cannot accept it"
+    elif json:
+        why = "--json is for scripts, and a script cannot accept it"
+    elif not sys.stdin.isatty():
+        why = "the input here is not a terminal"
+    elif not sys.stdout.isatty():
+        why = "the output here is not a terminal"
+    else:
+        return
+    raise UsageError(
+        f"Approval {rid} is accepted only by a person answering y to it at a terminal; {why}. "
+        "Nothing was answered; it is still pending.",
+        hint=f"Run `emceepee answer {rid}` in a terminal and answer y (or accept it in your MCP client); "
+        f"`emceepee answer {rid} --decline` declines it from anywhere.",
+    )
 
 
 def unasked(row: PendingRow, why: str) -> UsageError:
@@ -305,6 +335,21 @@ def ask_done(row: PendingRow) -> dict[str, Any]:
 
 
 def ask_approval(row: PendingRow) -> dict[str, Any]:
-    render.line(str(_params(row).get("message", "")))
+    """The call (or change) to approve, whole, then y/N: only `y` accepts it."""
+    from emceepee_cli.store.records import approval_of
+
+    approval = approval_of(row)
+    tool = str(approval.get("tool", ""))
+    arguments = jsonlib.dumps(approval.get("arguments") or {}, indent=2, ensure_ascii=False)
+    render.line(f"  Tool: {printable(tool if approval.get('change') else row['server'] + '.' + tool)}")
+    render.line("  Arguments: " + printable(arguments).replace("\n", "\n  "))
+    render.line(f"  Reason: {printable(str(approval.get('reason', '')))}")
     allowed = render.ask("Allow? [y/N] ").strip().lower() in ("y", "yes")
     return {"action": "accept", "content": {}} if allowed else {"action": "decline"}
+
+
+def printable(text: str) -> str:
+    """`text` with what a terminal would not show as written (escapes, bidi marks) escaped, lines kept."""
+    return "".join(
+        ch if ch.isprintable() or ch == "\n" else ch.encode("unicode_escape").decode() for ch in text
+    )

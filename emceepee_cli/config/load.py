@@ -24,6 +24,7 @@ from emceepee_cli.config.model import (
     EXPOSES,
     POLICIES,
     PROTOCOLS,
+    SERVER_CHANGES,
     Config,
     ConfigProblem,
     Defaults,
@@ -122,7 +123,7 @@ def _parse_defaults(raw: object) -> tuple[Defaults, list[ConfigProblem]]:
     problems = [_unknown(None, f"defaults.{key}", known) for key in table if key not in known]
     r, base = _Reader(table, None, "defaults."), Defaults()
     # Each default is a boolean, a positive integer or a policy; its built-in value says which.
-    special = {"roots", "expose", "pass_env", "approval_by"}
+    special = {"roots", "expose", "pass_env", "approval_by", "model_adds_servers"}
     values: dict[str, Any] = {
         name: _default(r, name, value) for name, value in vars(base).items() if name not in special
     }
@@ -132,6 +133,7 @@ def _parse_defaults(raw: object) -> tuple[Defaults, list[ConfigProblem]]:
         roots=_roots(r),
         expose=r.choice("expose", EXPOSES, base.expose),
         approval_by=_approvers(r) or base.approval_by,
+        model_adds_servers=r.choice("model_adds_servers", SERVER_CHANGES, base.model_adds_servers),
     )
     if defaults.task_ttl_ms > defaults.task_ttl_max_ms:
         r.add("task_ttl_ms", f"must not exceed task_ttl_max_ms (got {defaults.task_ttl_ms})")

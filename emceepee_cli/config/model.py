@@ -18,6 +18,7 @@ from emceepee_cli.errors import ConfigError, NotFound
 Policy = Literal["auto", "forward", "park"]
 Protocol = Literal["legacy", "modern", "auto"]
 Expose = Literal["meta", "direct", "both"]
+ServerChanges = Literal["approve", "allow", "deny"]
 
 POLICIES: tuple[str, ...] = ("auto", "forward", "park")
 PROTOCOLS: tuple[str, ...] = ("legacy", "modern", "auto")
@@ -25,6 +26,8 @@ EXPOSES: tuple[str, ...] = ("meta", "direct", "both")
 # Who may accept an approval: a person through the host's own prompt, a person at a terminal
 # (`emceepee answer`), or the model itself through the answer tools. Anyone may decline one.
 APPROVERS: tuple[str, ...] = ("host", "cli", "model")
+# What the model's add_server / remove_server do: wait for a person's approval, go ahead, or refuse.
+SERVER_CHANGES: tuple[str, ...] = ("approve", "allow", "deny")
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ class Defaults:
     auto_resume_interval_ms: int = 1000  # between re-issues
     confirm_destructive: bool = False  # ask before a tool annotated destructiveHint runs
     approval_by: tuple[str, ...] = ("host", "cli")  # who may accept an approval: by default a person
+    # add_server / remove_server from the model: a person approves (never the model), or allow, or deny
+    model_adds_servers: ServerChanges = "approve"
     roots: tuple[str, ...] = ()  # backends' roots when neither their own nor the host's are given
     expose: Expose = "meta"  # backend tools on the host's tools/list: meta-tools only, directly, or both
     direct_name_max: int = 64  # longest `server__tool` name in direct mode (model APIs allow 64)

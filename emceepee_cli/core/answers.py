@@ -84,11 +84,15 @@ def who_delivers(journal: Journal, row: PendingRow) -> str:
 
 
 def check_approver(row: PendingRow, answer: dict[str, Any], by: str) -> None:
-    """An approval is accepted only by whom the server's `approval_by` names (anyone may decline)."""
+    """An approval is accepted only by whom the server's `approval_by` names (anyone may decline);
+    one of the model's own server changes never by the model."""
     if row.get("purpose") != "approval" or answer.get("action") != "accept":
         return
-    allowed = approval_of(row).get("by")
-    if not isinstance(allowed, list) or by in allowed:  # journaled before approval_by existed: anyone
+    approval = approval_of(row)
+    allowed, change = approval.get("by"), approval.get("change")
+    if not isinstance(allowed, list):  # journaled before approval_by existed: anyone
+        allowed = ["host", "cli", "model"]
+    if by in allowed and not (change and by == "model"):
         return
     request_id = row["request_id"]
     ways = {
@@ -96,8 +100,16 @@ def check_approver(row: PendingRow, answer: dict[str, Any], by: str) -> None:
         "cli": f"by the user in a terminal (`emceepee answer {request_id}`)",
         "model": "by the model (respond_to_elicitation)",
     }
+    only = " or ".join(ways[w] for w in allowed if w in ways and not (change and w == "model"))
+    if change:  # the model's own add_server / remove_server (core/server_changes.py)
+        raise UsageError(
+            f"Approval {request_id} ({change}) can be accepted only {only}, not by the {by}. It is still "
+            "pending.",
+            hint="Ask the user to approve it that way, or decline it. Letting the model add and remove "
+            'servers without a person is the user\'s choice: [defaults] model_adds_servers = "allow".',
+        )
     raise UsageError(
-        f"Approval {request_id} can be accepted only {' or '.join(ways[w] for w in allowed if w in ways)} "
+        f"Approval {request_id} can be accepted only {only} "
         f"(approval_by = {json.dumps(allowed)} for '{row['server']}'), not by the {by}. It is still pending.",
         hint="Ask the user to approve it that way, or decline it. Letting the model approve "
         "this server's calls is the user's choice: \"model\" in approval_by.",

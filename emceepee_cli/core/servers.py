@@ -153,17 +153,21 @@ class Servers:
             out["config_problems"] = general
         return out
 
-    async def add_server(self, spec: ServerSpec, persist: bool) -> dict[str, Any]:
+    def check_new(self, spec: ServerSpec) -> None:
+        """Refuse a server that cannot be added: its name is taken, or the config could not hold it."""
         if spec.name in self.backends:
             raise UsageError(
                 f"Server '{spec.name}' already exists.",
                 hint=f"Remove it first with remove_server('{spec.name}').",
             )
+        config_mod.check_spec(spec)
+
+    async def add_server(self, spec: ServerSpec, persist: bool) -> dict[str, Any]:
+        """Start `spec` (and save it): the change itself, made once allowed (core/server_changes.py)."""
+        self.check_new(spec)
         async with self.changing:  # a reload that sees the saved file finds the backend running
             if persist:  # in a thread: the file lock may be held by a CLI for a moment
                 await anyio.to_thread.run_sync(config_mod.add_server, spec, self.config.path)
-            else:
-                config_mod.check_spec(spec)
             backend = self._start(spec)
         await backend.wait_ready(READY_WAIT_S)
         row = _server_row(backend)

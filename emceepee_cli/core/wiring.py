@@ -31,6 +31,7 @@ from emceepee_cli.core.native import Native
 from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.roots import Roots
 from emceepee_cli.core.runtime import Runtime
+from emceepee_cli.core.server_changes import ServerChanges
 from emceepee_cli.core.servers import Servers
 from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.core.watcher import Watcher
@@ -78,6 +79,7 @@ async def take_over(journal: AsyncJournal, instance_id: str) -> Inherited:
 @dataclass(frozen=True)
 class Services:
     servers: Servers
+    changes: ServerChanges  # the model's add_server / remove_server, through the approval gate
     tasks: Tasks
     questions: Questions
     events: Events
@@ -170,6 +172,7 @@ def build(
     watcher = Watcher(journal, runtime, tasks, questions, instance_id, defaults.retention_s)
     return Services(
         servers=servers,
+        changes=ServerChanges(servers, questions, events, runtime, defaults),
         tasks=tasks,
         questions=questions,
         events=events,

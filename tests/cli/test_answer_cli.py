@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -397,3 +398,113 @@ def test_without_a_terminal_the_fields_and_how_to_pass_them_are_shown(journal: J
     assert "name: text; required" in error["message"] and "--content" in error["hint"]
     assert old_style.code == 2 and "--content '{...}'" in old_style.out
     assert stored(journal, FORM)["status"] == stored(journal, URL_Q)["status"] == "pending"
+
+
+APPROVAL = "01APPROVAL0000000000000000"
+APPROVAL_DETAILS = {
+    "tool": "delete_draft",
+    "arguments": {"draft_id": "d1", "note": "\x1b[2Jgone\u202e"},  # a clear-screen and a bidi mark
+    "reason": "destructiveHint (confirm_destructive)",
+    "step": 1,
+    "by": ["host", "cli"],
+}
+CLI_ARGS = [sys.executable, "-m", "emceepee_cli", "answer"]
+
+
+def ask_approval(journal: Journal, request_id: str = APPROVAL) -> None:
+    """An approval as serve journals one: an empty form, with what it is about beside it."""
+    params = {
+        "mode": "form",
+        "message": "Allow tracker.delete_draft?",
+        "requested_schema": {"type": "object"},
+    }
+    ask(journal, request_id, params, task_id="01TASK")
+    details = {"purpose": "approval", "approval": json.dumps(APPROVAL_DETAILS)}
+    journal.db["pending"].update(request_id, details)  # type: ignore[union-attr]
+
+
+def half_terminal(request_id: str, on_terminal: str) -> tuple[int, str]:
+    """`emceepee answer ID` with only stdin or only stdout on a pseudo-terminal, the other a pipe,
+    and `y` typed (or piped) in; its exit code and everything it wrote."""
+    master, slave = os.openpty()
+    stdin = slave if on_terminal == "stdin" else subprocess.PIPE
+    stdout = slave if on_terminal == "stdout" else subprocess.PIPE
+    process = subprocess.Popen([*CLI_ARGS, request_id], stdin=stdin, stdout=stdout, stderr=subprocess.PIPE)
+    os.close(slave)
+    if on_terminal == "stdin":
+        os.write(master, b"y\n")
+    out, err = process.communicate(b"y\ny\n" if on_terminal == "stdout" else None, timeout=60)
+    shown = b""
+    while select.select([master], [], [], 0)[0]:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: nothing more
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    return process.returncode, (out or b"").decode() + shown.decode(errors="replace") + err.decode()
+
+
+def test_an_approval_is_never_accepted_without_a_terminal_but_may_be_declined(journal: Journal) -> None:
+    ask_approval(journal)
+    content = run_cli("answer", APPROVAL, "--content", "{}")
+    bare = cli("answer", APPROVAL)  # stdin not a terminal
+    scripted = run_cli("answer", APPROVAL, "--json", "--content", "{}")
+    piped = subprocess.run(
+        [*CLI_ARGS, APPROVAL], input="y\n" * 100, capture_output=True, text=True, timeout=60
+    )
+    still = stored(journal, APPROVAL)["status"]
+    declined = run_cli("answer", APPROVAL, "--decline")
+    for refused in (content, bare, piped):
+        assert refused.returncode == 2, refused
+        assert (
+            f"Approval {APPROVAL} is accepted only by a person answering y to it at a terminal"
+            in refused.stderr
+        )
+        assert (
+            "it is still pending" in refused.stderr
+            and f"emceepee answer {APPROVAL} --decline" in refused.stderr
+        )
+    assert "--content cannot accept it" in content.stderr
+    assert (
+        "the input here is not a terminal" in bare.stderr
+        and "the input here is not a terminal" in piped.stderr
+    )
+    assert scripted.returncode == 2 and json.loads(scripted.stdout)["error"]["type"] == "UsageError"
+    assert still == "pending"
+    assert declined.returncode == 0, declined.stderr
+    row = stored(journal, APPROVAL)
+    assert (row["status"], row["answered_by"]) == ("declined", "cli")
+
+
+@pytest.mark.parametrize("on_terminal", ["stdin", "stdout"])
+def test_an_approval_needs_both_stdin_and_stdout_on_a_terminal(journal: Journal, on_terminal: str) -> None:
+    ask_approval(journal)
+    code, said = half_terminal(APPROVAL, on_terminal)
+    other = "output" if on_terminal == "stdin" else "input"
+    assert code == 2, said
+    assert f"the {other} here is not a terminal" in said and "Allow? [y/N]" not in said
+    assert stored(journal, APPROVAL)["status"] == "pending"
+
+
+def test_at_a_terminal_an_approval_shows_the_call_then_only_y_accepts_it(journal: Journal) -> None:
+    ask_approval(journal)
+    ask_approval(journal, "01APPROVALNO00000000000000")
+    term = Terminal("answer", APPROVAL)
+    shown = term.expect("Allow? [y/N] ")
+    term.type("y")
+    term.expect(f"Answered {APPROVAL} (accepted)")
+    assert term.finish() == 0
+    no = Terminal("answer", "01APPROVALNO")
+    no.expect("Allow? [y/N] ")
+    no.type("yes please")
+    no.expect("(declined)")
+    assert no.finish() == 0
+    assert "Tool: tracker.delete_draft" in shown and '"draft_id": "d1"' in shown
+    assert "Reason: destructiveHint (confirm_destructive)" in shown
+    assert "\\u001b[2Jgone\\u202e" in shown and "\x1b[2J" not in term.raw.decode(errors="replace")
+    row = stored(journal, APPROVAL)
+    assert (row["status"], row["answered_by"]) == ("accepted", "cli")
+    assert stored(journal, "01APPROVALNO00000000000000")["status"] == "declined"

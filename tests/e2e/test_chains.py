@@ -13,6 +13,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from tests.person import approve_at_terminal
 from tests.support import (
     example_table,
     hostile_table,
@@ -175,9 +176,7 @@ async def test_a_destructive_step_waits_for_an_approval_given_from_a_terminal(
             await started(client)
             task_id, step = await approval_step(client)
             ran_before = called(record)
-            answered = await anyio.to_thread.run_sync(
-                lambda: run_cli("answer", step["step_id"], "--content", "{}")
-            )
+            shown = await anyio.to_thread.run_sync(approve_at_terminal, step["step_id"])
             done = await client.call_tool("get_task_result", {"task_id": task_id})
     assert step["purpose"] == "approval" and step["approval"]["tool"] == "delete_draft"
     assert (
@@ -186,7 +185,9 @@ async def test_a_destructive_step_waits_for_an_approval_given_from_a_terminal(
     )
     assert "Allow chain.delete_draft" in step["params"]["message"]
     assert ran_before == ["make_draft"]  # nothing destructive ran before the approval
-    assert answered.returncode == 0, answered.stderr
+    # the person saw the tool, its arguments and the reason before the question
+    assert "Tool: chain.delete_draft" in shown and '"draft_id": "draft-t"' in shown
+    assert "Reason: destructiveHint (confirm_destructive)" in shown
     assert texts(done)[0] == 'delete_draft got {"draft_id": "draft-t"}'
     assert called(record) == ["make_draft", "delete_draft"]
 
@@ -236,15 +237,12 @@ async def test_the_model_cannot_accept_its_own_approval_unless_approval_by_names
             refused = await client.call_tool("respond_to_elicitation", accept)
             still = payload(await client.call_tool("get_task", {"task_id": task_id}))
             ran_meanwhile = called(record)
-            answered = await anyio.to_thread.run_sync(
-                lambda: run_cli("answer", step["step_id"], "--content", "{}")
-            )
+            await anyio.to_thread.run_sync(approve_at_terminal, step["step_id"])
             done = await client.call_tool("get_task_result", {"task_id": task_id})
     assert step["approval"]["by"] == ["host", "cli"]
     assert refused.is_error and "not by the model. It is still pending." in texts(refused)[0]
     assert f"emceepee answer {step['step_id']}" in texts(refused)[0]
     assert still["task"]["status"] == "working" and ran_meanwhile == ["make_draft"]
-    assert answered.returncode == 0, answered.stderr
     assert texts(done)[0] == 'delete_draft got {"draft_id": "draft-t"}'
 
     model_may = tmp_path / "model"

@@ -56,7 +56,7 @@ async def test_backend_tools_are_listed_and_called_directly_with_safe_unique_nam
 async def test_a_direct_call_becomes_a_task_and_list_changes_are_announced(tmp_path: Path) -> None:
     config = write_config(
         tmp_path / "config.toml",
-        '[defaults]\nexpose = "direct"\ntimeout_ms = 300\n',
+        '[defaults]\nexpose = "direct"\ntimeout_ms = 300\nmodel_adds_servers = "allow"\n',
         hostile_table("h"),
     )
     changed = anyio.Event()

@@ -31,6 +31,7 @@ def secret_config(tmp_path: Path) -> Path:
     url = f"http://127.0.0.1:{closed_port()}/{FORM}/mcp"
     return write_config(
         tmp_path / "config.toml",
+        '[defaults]\nmodel_adds_servers = "allow"\n',  # the model's add_server runs at once
         # cwd: a missing working directory is quoted in the error.
         hostile_table("in_cwd", cwd=str(tmp_path / FORM / "nowhere")),
         # url and headers: nothing listens there.

@@ -14,6 +14,8 @@ from tests.support import hostile_table, payload, run_cli, serving, still_answer
 
 pytestmark = pytest.mark.anyio
 
+ALLOW_CHANGES = '[defaults]\nmodel_adds_servers = "allow"\n'  # the user lets the model add servers
+
 BACKTRACKS = "a" * 40 + "!"  # `(a|aa)+$` tries every split of the a's before failing at the "!"
 
 
@@ -88,7 +90,7 @@ async def test_list_servers_shows_one_row_per_broken_server_with_all_its_problem
 async def test_add_server_refuses_a_name_ending_in_a_newline_and_makes_no_file(
     tmp_path: Path, emceepee_home: Path
 ) -> None:
-    config = write_config(tmp_path / "config.toml", hostile_table("h"))
+    config = write_config(tmp_path / "config.toml", ALLOW_CHANGES, hostile_table("h"))
     async with serving(config) as client:
         with anyio.fail_after(30):
             await client.call_tool("list_tools", {})
@@ -105,7 +107,7 @@ async def test_add_server_refuses_a_name_ending_in_a_newline_and_makes_no_file(
 
 
 async def test_add_server_from_serve_racing_cli_adds_loses_nothing(tmp_path: Path) -> None:
-    config = write_config(tmp_path / "config.toml", hostile_table("h"))
+    config = write_config(tmp_path / "config.toml", ALLOW_CHANGES, hostile_table("h"))
     from_cli = [f"cli{i}" for i in range(6)]
     from_serve = [f"serve{i}" for i in range(6)]
     async with serving(config) as client:

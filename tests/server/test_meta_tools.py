@@ -13,6 +13,8 @@ from tests.support import emceepee, example_table, hostile_table, payload, texts
 
 pytestmark = pytest.mark.anyio
 
+ALLOW_CHANGES = '[defaults]\nmodel_adds_servers = "allow"\n'
+
 
 @pytest.fixture
 def record(tmp_path: Path) -> Path:
@@ -243,7 +245,8 @@ async def test_add_server_starts_and_saves_it_and_remove_server_undoes_both(
 
     from tests.support import EXAMPLES
 
-    config = make_config(tmp_path, record, "echo", stdlib=("echo",))  # the added one is an SDK backend
+    # the added one is an SDK backend; the user lets the model add servers without asking
+    config = write_config(tmp_path / "config.toml", ALLOW_CHANGES, hostile_table("echo"))
 
     async with emceepee(config) as client:
         with anyio.fail_after(30):

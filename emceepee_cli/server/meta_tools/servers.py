@@ -12,6 +12,18 @@ from emceepee_cli.server.meta_tools.registry import SERVER, SERVER_FILTER, STR, 
 
 group = Group()
 
+GATED = (
+    "It changes which programs run on the user's computer, so unless the user's config allows it, a "
+    "person must approve it first (in their MCP client, or with `emceepee answer ID` in a terminal); "
+    "you cannot approve it yourself. Without an answer within timeout_ms you get the approval's "
+    "request_id and the change is made once a person approves (a server_change event says so)."
+)
+CHANGE_TIMEOUT = {
+    "type": "integer",
+    "minimum": 0,
+    "description": "How long to wait for the approval before answering (default from the config, 45000).",
+}
+
 
 @group.tool(
     "list_servers",
@@ -27,7 +39,7 @@ async def list_servers(services: Services, args: dict[str, Any], call: Call) -> 
     "add_server",
     "Start a new backend MCP server: either a local command (stdio) or a remote `url` (Streamable HTTP). "
     "With persist=true (the default) it is also saved to emceepee's config so it starts next time. "
-    "Values in env and headers may reference environment variables as ${VAR}.",
+    "Values in env and headers may reference environment variables as ${VAR}. " + GATED,
     {
         "name": {
             "type": "string",
@@ -45,6 +57,7 @@ async def list_servers(services: Services, args: dict[str, Any], call: Call) -> 
             "default": True,
             "description": "Save to the config file (default true).",
         },
+        "timeout_ms": CHANGE_TIMEOUT,
     },
     ("name",),
     read_only=False,
@@ -61,18 +74,41 @@ async def add_server(services: Services, args: dict[str, Any], call: Call) -> Pa
         url=args.get("url"),
         headers=dict(args.get("headers", {})),
     )
-    return await services.servers.add_server(spec, persist=args.get("persist", True))
+    out = await services.changes.add(spec, args.get("persist", True), args.get("timeout_ms"))
+    return gated(out)
 
 
 @group.tool(
     "remove_server",
-    "Stop a backend server and remove it from emceepee's config.",
-    {"name": SERVER},
+    "Stop a backend server and remove it from emceepee's config. " + GATED,
+    {"name": SERVER, "timeout_ms": CHANGE_TIMEOUT},
     ("name",),
     read_only=False,
 )
 async def remove_server(services: Services, args: dict[str, Any], call: Call) -> Payload:
-    return await services.servers.remove_server(args["name"])
+    return gated(await services.changes.remove(args["name"], args.get("timeout_ms")))
+
+
+def gated(out: dict[str, Any]) -> Payload:
+    """A change that was made is its own result; one that was not says why and what comes next."""
+    if out.get("done") is not False:
+        return out
+    change, name, approval = out["change"], out["server"], out["approval"]
+    request_id, status = approval["request_id"], approval["status"]
+    if status == "pending":
+        return Reply(
+            out,
+            f"{change}('{name}') waits for a person's approval (request {request_id}): the user approves "
+            f"it in their MCP client, or in a terminal with `emceepee answer {request_id}`; you cannot "
+            "approve it. It is made once approved (a server_change event says so); nothing was started, "
+            "stopped or written yet.",
+        )
+    who = f" by {approval['answered_by']}" if approval.get("answered_by") else ""
+    return Reply(
+        out,
+        f"{change}('{name}') was not done: its approval was {status}{who}. "
+        "Nothing was started, stopped or written.",
+    )
 
 
 @group.tool(

@@ -1,0 +1,255 @@
+"""The model is not a person: over a real `emceepee serve`, it cannot approve its own calls, not
+even by starting a program (add_server) that runs `emceepee answer` for it. add_server and
+remove_server wait for a person (the host's form, or a terminal) unless the config allows them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from emceepee_cli.config import load_config
+from tests.person import approve_at_terminal
+from tests.support import (
+    HOSTILE,
+    ROOT,
+    example_table,
+    hostile_table,
+    payload,
+    serving,
+    texts,
+    until_ready,
+    write_config,
+)
+
+pytestmark = pytest.mark.anyio
+
+HIDDEN = "value-never-shown-4242"  # an env value the approval must not show
+CLI = shlex.join([sys.executable, "-m", "emceepee_cli", "answer"])
+
+
+def chain_config(tmp_path: Path, record: Path, defaults: str = "") -> Path:
+    """The chain backend, whose delete_draft is destructive, with confirm_destructive on."""
+    table = example_table(
+        "chain", "chain.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)}, confirm_destructive=True
+    )
+    return write_config(tmp_path / "config.toml", f"[defaults]\n{defaults}", table)
+
+
+def called(record: Path) -> list[str]:
+    return [line.split(" ", 2)[1] for line in record.read_text().splitlines()] if record.exists() else []
+
+
+async def destructive_call_waits(client: Client) -> tuple[str, str]:
+    """As a host works: servers, tools, a harmless call, then the destructive one, which waits on
+    an approval; its task id and the approval's request id."""
+    await until_ready(client)
+    await client.call_tool("list_tools", {"server": "chain"})
+    harmless = {"server": "chain", "tool": "step_c", "args": {"value": "v", "via": "test"}}
+    assert not (await client.call_tool("execute_tool", harmless)).is_error
+    destroy = {"server": "chain", "tool": "delete_draft", "args": {"draft_id": "d1"}, "timeout_ms": 30_000}
+    waiting = payload(await client.call_tool("execute_tool", destroy))
+    [step] = waiting["saga"]["steps"]
+    assert step["purpose"] == "approval"
+    return waiting["proxy_task"]["task_id"], step["step_id"]
+
+
+def exploit(request_id: str, out: Path) -> dict[str, Any]:
+    """add_server arguments for a shell that tries to accept `request_id` from the CLI, three ways,
+    writing what each said (and its exit status) to `out`."""
+    tries = [
+        f"{CLI} {request_id} --content '{{}}'",  # the original exploit
+        f"yes | {CLI} {request_id}",
+        f"{CLI} {request_id} </dev/null",
+    ]
+    script = "; ".join(
+        f"{t} >>{shlex.quote(str(out))} 2>&1; echo rc=$? >>{shlex.quote(str(out))}" for t in tries
+    )
+    env = {"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"], "PYTHONPATH": str(ROOT), "EXFIL": HIDDEN}
+    return {"name": "pwn", "command": "/bin/sh", "args": ["-c", script], "env": env}
+
+
+async def events_until(client: Client, wanted: str) -> dict[str, Any]:
+    """await_activity until an event of type `wanted` comes (the caller bounds the wait)."""
+    while True:
+        activity = payload(await client.call_tool("await_activity", {"timeout_ms": 5000}))
+        for event in activity["events"]:
+            if event["type"] == wanted:
+                return dict(event["data"])
+
+
+async def question(client: Client, request_id: str) -> dict[str, Any]:
+    """A pending question, whole, as get_elicitations lists it."""
+    listed = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
+    return next(q for q in listed if q["request_id"] == request_id)
+
+
+async def test_the_model_cannot_approve_its_destructive_call_by_adding_a_server_that_answers_for_it(
+    tmp_path: Path,
+) -> None:
+    record, out = tmp_path / "chain.log", tmp_path / "pwn.out"
+    config = chain_config(tmp_path, record)  # the defaults: model_adds_servers = "approve"
+    async with serving(config) as client:
+        with anyio.fail_after(90):
+            task_id, step_id = await destructive_call_waits(client)
+            arguments = {**exploit(step_id, out), "timeout_ms": 500}
+            added = await client.call_tool("add_server", arguments)
+            asked = payload(added)["approval"]["request_id"]
+            own = await client.call_tool("respond_to_elicitation", {"request_id": asked, "action": "accept"})
+            tool = await client.call_tool(
+                "respond_to_elicitation", {"request_id": step_id, "action": "accept"}
+            )
+            servers = [row["name"] for row in payload(await client.call_tool("list_servers", {}))["servers"]]
+            shown = await question(client, asked)
+            task = payload(await client.call_tool("get_task", {"task_id": task_id}))["task"]
+            await client.call_tool("respond_to_elicitation", {"request_id": asked, "action": "decline"})
+            outcome = await events_until(client, "server_change")
+    assert not added.is_error and "waits for a person's approval" in texts(added)[0]
+    assert f"emceepee answer {asked}" in texts(added)[0]
+    assert own.is_error and "(add_server) can be accepted only" in texts(own)[0]
+    assert 'model_adds_servers = "allow"' in texts(own)[0]
+    assert tool.is_error and "not by the model" in texts(tool)[0]
+    # the approval shows exactly what would run, and the env's names only
+    assert shown["server"] == "emceepee" and shown["approval"]["by"] == ["host", "cli"]
+    assert "/bin/sh -c" in shown["message"] and "EXFIL" in shown["message"]
+    assert HIDDEN not in json.dumps(shown)
+    assert shown["approval"]["arguments"]["env_names"] == ["EMCEEPEE_HOME", "EXFIL", "PYTHONPATH"]
+    # nothing started, nothing written, nothing destructive ran
+    assert servers == ["chain"] and not out.exists() and "pwn" not in load_config(config).servers
+    assert task["status"] == "working" and called(record) == ["step_c"]
+    assert outcome["done"] is False and outcome["approval"]["status"] == "declined"
+
+
+async def test_a_shell_the_user_allowed_cannot_accept_an_approval_but_a_person_at_a_terminal_can(
+    tmp_path: Path,
+) -> None:
+    record, out = tmp_path / "chain.log", tmp_path / "pwn.out"
+    config = chain_config(tmp_path, record, 'model_adds_servers = "allow"\n')
+    async with serving(config) as client:
+        with anyio.fail_after(120):
+            task_id, step_id = await destructive_call_waits(client)
+            started = payload(await client.call_tool("add_server", exploit(step_id, out)))
+            while not out.exists() or out.read_text().count("rc=") < 3:  # the shell tried all three
+                await client.call_tool("await_activity", {"timeout_ms": 200})
+            await client.call_tool("remove_server", {"name": "pwn"})
+            tried = out.read_text()
+            task = payload(await client.call_tool("get_task", {"task_id": task_id}))["task"]
+            ran_meanwhile = called(record)
+            shown = await anyio.to_thread.run_sync(approve_at_terminal, step_id)
+            done = await client.call_tool("get_task_result", {"task_id": task_id, "timeout_ms": 30_000})
+    assert started["name"] == "pwn"  # allowed: it ran at once
+    assert tried.count("is accepted only by a person answering y to it at a terminal") >= 3, tried
+    assert "--content cannot accept it" in tried and "the input here is not a terminal" in tried
+    assert [line for line in tried.splitlines() if line.startswith("rc=")][:3] == ["rc=2"] * 3
+    assert task["status"] == "working" and ran_meanwhile == ["step_c"]
+    assert "Tool: chain.delete_draft" in shown and '"draft_id": "d1"' in shown
+    assert "Reason: destructiveHint (confirm_destructive)" in shown
+    assert texts(done)[0] == 'delete_draft got {"draft_id": "d1"}'
+    assert called(record) == ["step_c", "delete_draft"]
+
+
+async def test_add_server_approved_at_a_terminal_later_is_added_then_and_the_model_hears_of_it(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path / "config.toml", hostile_table("h"))
+    more = {
+        "name": "more",
+        "command": sys.executable,
+        "args": [str(HOSTILE), "--say", "hello there"],
+        "env": {"API_KEY": HIDDEN},
+        "timeout_ms": 0,
+    }
+    async with serving(config) as client:
+        with anyio.fail_after(90):
+            await until_ready(client)
+            assert texts(
+                await client.call_tool("execute_tool", {"server": "h", "tool": "echo", "args": {"text": "1"}})
+            )
+            waiting = payload(await client.call_tool("add_server", more))
+            request_id = waiting["approval"]["request_id"]
+            before = [row["name"] for row in payload(await client.call_tool("list_servers", {}))["servers"]]
+            again = await client.call_tool("add_server", more)
+            shown = await anyio.to_thread.run_sync(approve_at_terminal, request_id)
+            outcome = await events_until(client, "server_change")
+            echoed = await client.call_tool(
+                "execute_tool",
+                {"server": "more", "tool": "echo", "args": {"text": "2"}, "timeout_ms": 20_000},
+            )
+    assert waiting["done"] is False and waiting["approval"]["status"] == "pending"
+    assert waiting["approval"]["by"] == ["host", "cli"] and before == ["h"]
+    assert again.is_error and f"already waits for approval (request {request_id})" in texts(again)[0]
+    assert "Tool: add_server" in shown and "API_KEY" in shown and HIDDEN not in shown
+    assert shlex.join([sys.executable, str(HOSTILE), "--say", "hello there"]) in shown  # the whole command
+    assert outcome["done"] is True and outcome["server"] == "more"
+    assert outcome["approval"] == {"request_id": request_id, "status": "accepted", "answered_by": "cli"}
+    assert texts(echoed) == ["2"]
+    assert load_config(config).servers["more"].env == {"API_KEY": HIDDEN}
+
+
+async def test_the_host_form_approves_add_server_and_declines_remove_server(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.toml", hostile_table("h"))
+    asked: list[str] = []
+
+    async def person(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept" if "add server" in params.message else "decline")
+
+    more = {"name": "more", "command": sys.executable, "args": [str(HOSTILE)], "persist": False}
+    async with serving(config, elicitation_callback=person) as client:
+        with anyio.fail_after(60):
+            await until_ready(client)
+            added = payload(await client.call_tool("add_server", more))
+            kept = await client.call_tool("remove_server", {"name": "h"})
+            servers = [row["name"] for row in payload(await client.call_tool("list_servers", {}))["servers"]]
+    assert added["done"] is True and added["name"] == "more" and added["persisted"] is False
+    assert added["approval"]["answered_by"] == "host"
+    assert asked[0].startswith("The model asks to add server 'more', which would run: ")
+    assert str(HOSTILE) in asked[0] and "not saved" in asked[0]
+    assert asked[1].startswith("The model asks to remove server 'h'")
+    assert not kept.is_error and "was not done: its approval was declined by host" in texts(kept)[0]
+    assert servers == ["h", "more"] and "h" in load_config(config).servers
+
+
+async def test_with_deny_add_and_remove_server_are_refused_at_once_naming_the_key(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "config.toml", '[defaults]\nmodel_adds_servers = "deny"\n', hostile_table("h")
+    )
+    async with serving(config) as client:
+        with anyio.fail_after(30):
+            await until_ready(client)
+            added = await client.call_tool("add_server", {"name": "x", "command": sys.executable})
+            removed = await client.call_tool("remove_server", {"name": "h"})
+            asked = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
+    for refused in (added, removed):
+        assert refused.is_error and refused.structured_content["error"]["type"] == "ServerChangeDenied"
+        assert '[defaults] model_adds_servers = "deny"' in texts(refused)[0]
+    assert "emceepee servers add x" in texts(added)[0] and "emceepee servers remove h" in texts(removed)[0]
+    assert asked == [] and list(load_config(config).servers) == ["h"]
+
+
+async def test_an_add_server_nobody_approves_expires_and_nothing_is_started_or_written(
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path / "config.toml", "[defaults]\npending_timeout_ms = 1000\n", hostile_table("h")
+    )
+    out = tmp_path / "never.out"
+    script = {"name": "late", "command": "/bin/sh", "args": ["-c", f"touch {shlex.quote(str(out))}"]}
+    async with serving(config) as client:
+        with anyio.fail_after(60):
+            await until_ready(client)
+            waiting = payload(await client.call_tool("add_server", {**script, "timeout_ms": 0}))
+            outcome = await events_until(client, "server_change")
+            servers = [row["name"] for row in payload(await client.call_tool("list_servers", {}))["servers"]]
+    assert waiting["approval"]["status"] == "pending"
+    assert outcome["done"] is False and outcome["approval"]["status"] == "expired"
+    assert servers == ["h"] and not out.exists() and list(load_config(config).servers) == ["h"]
