@@ -86,8 +86,19 @@ class Descendants:
 
     def scan(self) -> None:
         """One look at the tree below serve: note what is new, forget what is gone."""
-        me = os.getpid()
-        roots = procs.children(me, threads=False) or []  # backends are spawned from this thread
+        found, roots = self._look()
+        for proc, server in found.items():
+            if proc not in self.seen:
+                self.seen[proc] = _Seen(server, adopted=proc.pid in roots)
+                self._note(proc, self.seen[proc])
+            elif proc.pid in roots:
+                self.seen[proc].adopted = True
+        for proc in [p for p in self.seen if p not in found and not p.running()]:
+            self._forget(proc)
+
+    def _look(self) -> tuple[dict[procs.Proc, str], list[int]]:
+        """What is below serve now, each with its backend's name; and serve's own children."""
+        roots = procs.children(os.getpid(), threads=False) or []  # backends are spawned from this thread
         found: dict[procs.Proc, str] = {}
         for pid in roots:
             backend = self.backends.get(pid)
@@ -97,14 +108,7 @@ class Descendants:
             elif self.adopting:
                 self._orphan(procs.identify(pid), found)
         self._unplaced &= set(roots)
-        for proc, server in found.items():
-            if proc not in self.seen:
-                self.seen[proc] = _Seen(server, adopted=proc.pid in roots)
-                self._note(proc, self.seen[proc])
-            elif proc.pid in roots:
-                self.seen[proc].adopted = True
-        for proc in [p for p in self.seen if p not in found and not p.running()]:
-            self._forget(proc)
+        return found, roots
 
     def _orphan(self, proc: procs.Proc, found: dict[procs.Proc, str]) -> None:
         """A child of serve that is no backend: an orphan serve adopted, with what is below it.
@@ -150,7 +154,10 @@ class Descendants:
             return
         if self.adopting:  # no backend is left: every child of serve is an orphan now
             self._unplaced = set(procs.children(os.getpid(), threads=False) or [])
-        self.scan()
+        found, roots = self._look()  # not journaled: stopped now, and serve's task group is closed
+        for proc, server in found.items():
+            self.seen.setdefault(proc, _Seen(server))
+            self.seen[proc].adopted |= proc.pid in roots
         left = [p for p in self.seen if p.running()]
         if left:
             log.warning("stopping %d process(es) the backends started and left running", len(left))
@@ -159,7 +166,7 @@ class Descendants:
                 log.error("%s outlived emceepee, even after SIGKILL", survivors)
         for proc in [p for p in self.seen if not p.running()]:
             seen = self.seen.pop(proc)
-            if seen.adopted or proc.pid in self._unplaced:
+            if seen.adopted:
                 procs.reap_adopted(proc)
             if seen.journaled:
                 await self._forget_row(proc.pid)

@@ -116,23 +116,32 @@ async def test_closing_stdin_while_an_approval_waits_exits_at_once(
 async def test_closing_stdin_during_start_up_stops_a_setsid_grandchild_in_time(
     tmp_path: Path, emceepee_home: Path
 ) -> None:
-    escaped = tmp_path / "escaped.pid"
+    escaped, go = tmp_path / "escaped.pid", tmp_path / "go"
     config = write_config(
         tmp_path / "config.toml",
-        hostile_table("escaper", "--setsid-child", str(escaped), "--handshake", "hang"),
-        hostile_table("slow_one", "--handshake", "hang"),
-        hostile_table("slow_two", "--handshake", "hang"),
+        hostile_table("escaper", "--start-when", str(go), "--setsid-child", str(escaped)),
+        hostile_table("slow_one", "--start-when", str(go)),
+        hostile_table("slow_two", "--start-when", str(go)),
     )
     async with serve(config) as running:
         with anyio.fail_after(30):
             await running.host.tool("list_tools", {})
-            grandchild = procs.identify(await until_written(escaped))
-        with cleaned_up(grandchild):
             servers = await running.host.tool("list_servers", {})
-            assert {row["status"] for row in servers["servers"]} == {"starting"}
-            took = await closed_and_timed(running)
-            with anyio.fail_after(STOP_BOUND_S):
-                await gone(grandchild)
+        assert {row["status"] for row in servers["servers"]} == {"starting"}
+        # The host goes away while the backends start; the escaper starts its grandchild only
+        # then, and exits on stdin's EOF at once: the stop never sees the grandchild below it.
+        assert running.process.stdin is not None
+        began = time.monotonic()
+        await running.process.stdin.aclose()
+        go.write_text("")
+        with anyio.fail_after(STOP_BOUND_S):
+            await running.process.wait()
+        took = time.monotonic() - began
+        with anyio.fail_after(30):
+            grandchild = procs.identify(await until_written(escaped))
+    with cleaned_up(grandchild):
+        with anyio.fail_after(STOP_BOUND_S):
+            await gone(grandchild)
     print(
         f"stdin EOF with three backends starting, one with a setsid grandchild: serve exited in {took:.2f} s"
     )
