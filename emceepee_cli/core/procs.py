@@ -4,7 +4,10 @@ A pid alone is not a process: the kernel reuses pids. A `Proc` is a pid plus its
 (field 22 of /proc/PID/stat, clock ticks since boot), and every signal goes through
 `Proc.signal`, which checks that the pid still names the same process (through a pidfd where
 the kernel has them, so the check and the signal cannot race). `tree` finds what a backend
-started, including children that left its process group with setsid(). On Linux a backend is
+started, including children that left its process group with setsid(), by reading all of
+/proc; `descendants` walks only one tree (its /proc/PID/task/TID/children files), cheap enough
+to run every second (core/descendants.py). `serve` makes itself a child subreaper, so what a
+backend orphans is re-parented to serve, not to init, and stays findable. On Linux a backend is
 also spawned with a parent-death signal, so it hears of emceepee's death even when emceepee is
 killed with SIGKILL and never gets to stop it.
 
