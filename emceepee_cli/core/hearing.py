@@ -3,7 +3,8 @@
 
 A notification is kept for `get_notifications`, emitted as an event and relayed to the host's
 own lists; a log line is kept for `get_logs` (and an MCP log relayed to the host); a spawned
-process is journaled, so a later emceepee can stop it should this one die without doing so; a
+process is journaled, so a later emceepee can stop it should this one die without doing so, and
+what it starts is watched (core/descendants.py); a
 question (elicitation, sampling) is parked and maybe forwarded (core/questions.py), labelled with
 the call that asked when that is certain; a backend's changed status is logged, announced as an
 event, and tells the host's tool list and native lists.
@@ -20,6 +21,7 @@ from pydantic import BaseModel
 from emceepee_cli.core import transport, urlauth
 from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.core.backend import Backend, Status
+from emceepee_cli.core.descendants import Descendants
 from emceepee_cli.core.direct import Direct
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.heard import Heard, kept_params
@@ -51,6 +53,7 @@ class Hearing:
         native: Native | None = None,
         roots: Roots | None = None,
         direct: Direct | None = None,
+        descendants: Descendants | None = None,
     ) -> None:
         self.journal = journal
         self.events = events
@@ -62,6 +65,7 @@ class Hearing:
         self.native = native  # the host's own lists, told what backends say
         self.roots = roots
         self.direct = direct  # backend tools on the host's own tools/list
+        self.descendants = descendants  # what the backends start, watched (core/descendants.py)
 
     def __repr__(self) -> str:
         return f"<Hearing {self.instance_id}>"
@@ -89,7 +93,10 @@ class Hearing:
             self.native.relay_log(server, level, redact(message))
 
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
-        """Journal the process, so a later emceepee can stop it should this one die without doing so."""
+        """Journal the process, so a later emceepee can stop it should this one die without doing so;
+        and watch what it starts."""
+        if self.descendants is not None:
+            self.descendants.watch(backend.name, process)
         if process.start_time is not None:
             start = process.start_time
             self.runtime.write(
@@ -97,6 +104,8 @@ class Hearing:
             )
 
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None:
+        if self.descendants is not None:
+            self.descendants.unwatch(process)
         if process.returncode is not None:
             self.runtime.write(self.journal, Journal.forget_spawned, self.instance_id, process.pid)
 

@@ -49,6 +49,9 @@ class ProcessInfo:
     exited: anyio.Event = field(default_factory=anyio.Event)  # reaped: `returncode` is known
     closed: anyio.Event = field(default_factory=anyio.Event)  # its stdout ended: the connection is over
     exchanges: Exchanges | None = None  # raw calls beside the session, for the fast lane (core/fastwire.py)
+    descendants: set[procs.Proc] = field(
+        default_factory=set[procs.Proc]
+    )  # seen below it (core/descendants.py)
 
     def describe_exit(self) -> str:
         if self.returncode is None:
@@ -104,7 +107,9 @@ async def stop(process: asyncio.subprocess.Process, protocol: ExitProtocol, info
     """Close stdin, then SIGTERM and SIGKILL; then what it started and left running. Every wait bounded."""
     me = procs.Proc(info.pid, info.start_time)
     ending_itself = info.closed.is_set()  # it closed its stdout first: an exit now is not our doing
-    strays = await _tree(me, info)  # now, while it lives: its orphans lose their link to it when it goes
+    # now, while it lives: its orphans lose their link to it when it goes (and what was seen below
+    # it before, should it be gone from its tree already)
+    strays = await _tree(me, info) | info.descendants
     if process.stdin is not None:
         process.stdin.close()
     steps = (("stdin", STDIN_CLOSE_GRACE_S), ("SIGTERM", TERM_GRACE_S), ("SIGKILL", KILL_REAP_S))

@@ -4,7 +4,10 @@ A pid alone is not a process: the kernel reuses pids. A `Proc` is a pid plus its
 (field 22 of /proc/PID/stat, clock ticks since boot), and every signal goes through
 `Proc.signal`, which checks that the pid still names the same process (through a pidfd where
 the kernel has them, so the check and the signal cannot race). `tree` finds what a backend
-started, including children that left its process group with setsid(). On Linux a backend is
+started, including children that left its process group with setsid(), by reading all of
+/proc; `descendants` walks only one tree (its /proc/PID/task/TID/children files), cheap enough
+to run every second (core/descendants.py). `serve` makes itself a child subreaper, so what a
+backend orphans is re-parented to serve, not to init, and stays findable. On Linux a backend is
 also spawned with a parent-death signal, so it hears of emceepee's death even when emceepee is
 killed with SIGKILL and never gets to stop it.
 
@@ -20,12 +23,15 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
 HAVE_PROC = sys.platform.startswith("linux") and (PROC / "self" / "stat").exists()
+_CHILDREN_FILES = HAVE_PROC and (PROC / "self" / "task" / str(os.getpid()) / "children").exists()
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 PARENT_DEATH_SIGNAL = (
     signal.SIGTERM
 )  # wrappers (npx, uvx) forward it to their own children; SIGKILL would not
@@ -117,6 +123,90 @@ def tree(pid: int, descendants: bool = True) -> set[Proc]:
             seen.add(child)
             todo.extend(children.get(child, []))
     return {Proc(p, found[p].start) for p in (seen | members) - {pid} if p in found}
+
+
+def children(pid: int, threads: bool = True) -> list[int] | None:
+    """The pids `pid` forked (from any of its threads; `threads=False`: its main thread only),
+    read from /proc/PID/task/TID/children: only this process is read, not all of /proc. None
+    where the kernel keeps no such file (built without CONFIG_PROC_CHILDREN), or no /proc."""
+    if not HAVE_PROC:
+        return None
+    task = PROC / str(pid) / "task"
+    try:
+        tids = [e.name for e in os.scandir(task)] if threads else [str(pid)]
+    except OSError:  # the process is gone
+        return [] if _CHILDREN_FILES else None
+    found: list[int] = []
+    for tid in tids:
+        try:
+            found.extend(int(c) for c in (task / tid / "children").read_text().split())
+        except FileNotFoundError:
+            if not (task / tid).exists():
+                continue  # the thread ended since the listing
+            return None
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def descendants(pid: int, threads: bool = True) -> set[Proc] | None:
+    """Everything below `pid` that its `children` files lead to, with start times; None where
+    the kernel has no such files (use `tree`, which reads all of /proc, instead)."""
+    below = children(pid, threads)
+    if below is None:
+        return None
+    found: set[Proc] = set()
+    todo, seen = list(below), {pid}
+    while todo:
+        child = todo.pop()
+        if child in seen:
+            continue
+        seen.add(child)
+        info = stat(child)
+        if info is None or info.state in ("Z", "X"):  # exited: nothing left to stop
+            continue
+        found.add(Proc(child, info.start))
+        todo.extend(children(child) or [])
+    return found
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of everything it starts (Linux): a descendant whose
+    parent exits is re-parented to us, not to init, so it stays below us and in sight. Such an
+    adopted process is then ours to reap (`reap_adopted`). For `serve` only: never a test runner."""
+    global _subreaper
+    prctl = _prctl()
+    _subreaper = prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _subreaper
+
+
+def is_subreaper() -> bool:
+    return _subreaper
+
+
+_subreaper = False
+
+
+def _prctl() -> Callable[..., int] | None:
+    if not HAVE_PROC:
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+def reap_adopted(proc: Proc) -> None:
+    """Collect the exit of an adopted child that has exited (a zombie), so it leaves the process
+    table. Only for a process we saw alive below a backend: never one asyncio waits for."""
+    found = stat(proc.pid)
+    if found is None or found.start != proc.start or found.state != "Z" or found.ppid != os.getpid():
+        return
+    with suppress(ChildProcessError, OSError):
+        os.waitpid(proc.pid, os.WNOHANG)
 
 
 def terminate(procs: Iterable[Proc], grace_s: float, kill_wait_s: float = 1.0) -> list[Proc]:

@@ -349,10 +349,15 @@ class Tasks:
             await call.settled.wait()
 
     def stop_all(self, why: str = "it was told to stop") -> None:
-        """emceepee is stopping (`why`): every call still running ends as interrupted, and says so."""
+        """emceepee is stopping (`why`): every call still running ends as interrupted, and says so.
+
+        Each is cancelled here, not left to its backend's stop: a call waiting on something of
+        emceepee's own (an approval, a 2026-07-28 round's answers) holds no backend request that
+        the stop would end, and would keep serve's task group, and so serve, open for ever."""
         self.driver.stopping = why
         for call in self.calls.values():
             call.stop_as = TaskStatus.INTERRUPTED
+            call.scope.cancel()
 
     def working(self) -> list[dict[str, Any]]:
         """Category 3, a snapshot: this process's calls still running, by server."""

@@ -22,6 +22,7 @@ from emceepee_cli import seal
 from emceepee_cli.config import Config, Defaults, Policy, forwarding_policy
 from emceepee_cli.core import activity, leftovers
 from emceepee_cli.core.backend import Backend
+from emceepee_cli.core.descendants import Descendants
 from emceepee_cli.core.direct import Direct
 from emceepee_cli.core.events import EVENTS_KEPT, Events
 from emceepee_cli.core.heard import Heard
@@ -93,6 +94,7 @@ class Services:
     journal: AsyncJournal
     defaults: Defaults
     instance_id: str
+    descendants: Descendants
 
     def __repr__(self) -> str:
         return f"<Services {self.instance_id} {self.servers!r} {self.tasks!r} {self.events!r}>"
@@ -102,6 +104,7 @@ class Services:
         any); then take up what dead instances left: their events, their suspended calls."""
         self.servers.start_all()
         self.runtime.spawn(self.watcher.run, name="journal watcher")
+        self.runtime.spawn(self.descendants.run, name="descendants watcher")
         self.runtime.spawn(leftovers.reap_async, self.journal, name="leftover reaper")
         self.events.replay(inherited.events)
         await self.tasks.adopt(inherited.calls)
@@ -109,6 +112,7 @@ class Services:
     def stop(self, why: str = "it was told to stop") -> None:
         """Stop the watcher and every backend; calls still running end as interrupted, saying `why`."""
         self.watcher.stop()
+        self.descendants.stop()
         self.tasks.stop_all(why)
         self.servers.stop_all()
 
@@ -154,6 +158,7 @@ def build(
     questions.on_waiting(tasks.question_arrived)
     native = Native(backends, host, runtime)
     direct = Direct(backends, defaults, host, runtime)
+    descendants = Descendants(journal, runtime, instance_id)
     hearing = Hearing(
         journal,
         events,
@@ -165,6 +170,7 @@ def build(
         native=native,
         roots=roots,
         direct=direct,
+        descendants=descendants,
     )
     servers = Servers(
         config, heard, tasks, runtime, hearing=hearing, backends=backends, direct=direct, log_dir=log_dir
@@ -186,6 +192,7 @@ def build(
         journal=journal,
         defaults=defaults,
         instance_id=instance_id,
+        descendants=descendants,
     )
 
 

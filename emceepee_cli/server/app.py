@@ -33,7 +33,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from emceepee_cli import __version__, paths
 from emceepee_cli.config import Config, ConfigProblem, Defaults, load_config
-from emceepee_cli.core import schema, spool, wiring
+from emceepee_cli.core import procs, schema, spool, wiring
 from emceepee_cli.core.calls import Passed, Relay
 from emceepee_cli.core.wiring import Services
 from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
@@ -54,6 +54,7 @@ log = logging.getLogger("emceepee")
 T = TypeVar("T")
 
 SHUTDOWN_GRACE_S = 10.0  # backends stop in ≤ ~6 s each, concurrently
+SWEEP_BOUND_S = 3.0  # then what they started and left (core/descendants.py): ≤ ~1.5 s
 
 INSTRUCTIONS = (
     "emceepee connects you to all of the user's MCP servers through a fixed set of tools. "
@@ -100,6 +101,8 @@ def build_server(
                         if following is not None:
                             following.cancel()
                         services.stop(why)
+                with anyio.CancelScope(shield=True), anyio.move_on_after(SWEEP_BOUND_S):
+                    await services.descendants.sweep()  # what the backends' stops could not find
             finally:
                 await journal.shutdown(instance_id)
         finally:
@@ -350,6 +353,7 @@ def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = N
     # What is loaded by now (the SDK, emceepee, the config) lives as long as serve: frozen, the
     # collector no longer walks it on every collection, which calls in flight trigger often.
     gc.freeze()
+    procs.become_subreaper()  # what a backend starts and orphans stays below serve (core/descendants.py)
     anyio.run(_serve, config, log_dir, db_path)
 
 
