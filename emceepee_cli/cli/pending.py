@@ -14,6 +14,7 @@ The journal and the core are imported when a command runs, not when the CLI star
 from __future__ import annotations
 
 import json as jsonlib
+import os
 import sys
 import webbrowser
 from dataclasses import dataclass
@@ -125,6 +126,8 @@ def answer(
     given.check(row, can_ask=sys.stdin.isatty() and not json)
     if row.get("purpose") == "approval":
         check_approval(row, given, json)
+        if not (given.decline or given.cancel):
+            check_not_under_serve(journal, row)
     delivery = who_delivers(journal, row)
     settled = answer_question(journal, row["request_id"], build_reply(row, given), by="cli")
     if json:
@@ -250,6 +253,22 @@ def check_approval(row: PendingRow, given: Given, json: bool) -> None:
         f"Approval {rid} is accepted only by a person answering y to it at a terminal; {why}. "
         "Nothing was answered; it is still pending.",
         hint=f"Run `emceepee answer {rid}` in a terminal and answer y (or accept it in your MCP client); "
+        f"`emceepee answer {rid} --decline` declines it from anywhere.",
+    )
+
+
+def check_not_under_serve(journal: Journal, row: PendingRow) -> None:
+    """A terminal that a program emceepee runs has made (a backend, or what it ran: the model's
+    reach, a pty included) is not a person's: an approval is never accepted from under a `serve`."""
+    serve = journal.serve_above(os.getpid())
+    if serve is None:
+        return
+    rid = row["request_id"]
+    raise UsageError(
+        f"Approval {rid} cannot be accepted here: this command runs under emceepee serve (pid "
+        f"{serve['pid']}), started by a program emceepee runs, which is the model's reach, not a "
+        "person's. Nothing was answered; it is still pending.",
+        hint=f"Run `emceepee answer {rid}` in a terminal of your own (or accept it in your MCP client); "
         f"`emceepee answer {rid} --decline` declines it from anywhere.",
     )
 

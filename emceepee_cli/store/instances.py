@@ -86,6 +86,16 @@ class Instances:
         rows = list(self.db.table("instances").rows_where("instance_id = ?", [instance_id]))
         return cast(InstanceRow, rows[0]) if rows else None
 
+    def serve_above(self, pid: int) -> InstanceRow | None:
+        """The live `serve` that process `pid` descends from (a backend it started, or anything such a
+        backend ran), or None. A program emceepee runs is the model's reach, never a person's."""
+        above = proc.ancestors(pid)
+        if not above:
+            return None
+        marks = ",".join("?" * len(above))
+        rows = self._rows(f"SELECT * FROM instances WHERE stopped_at IS NULL AND pid IN ({marks})", above)
+        return next((inst for inst in map(as_instance, rows) if self.instance_alive(inst)), None)
+
     def dead_instances(self) -> list[InstanceRow]:
         sql = (
             "SELECT DISTINCT i.* FROM instances i WHERE i.instance_id IN (SELECT instance_id FROM tasks"

@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 PS_TIMEOUT_S = 2.0
+MAX_ANCESTORS = 64
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
@@ -44,6 +45,40 @@ def same_process(pid: int, recorded: str | None) -> bool | None:
     if current is None:
         return False if _zombie(pid) else None
     return None if recorded is None else current == recorded
+
+
+def ancestors(pid: int) -> list[int]:
+    """The pids above `pid`, its parent first, up to (not including) pid 1; [] where they cannot be
+    read. Bounded, so a table that changes while it is read cannot loop."""
+    out: list[int] = []
+    while len(out) < MAX_ANCESTORS:
+        parent = _parent(pid)
+        if parent is None or parent <= 1 or parent in out:
+            break
+        out.append(parent)
+        pid = parent
+    return out
+
+
+def _parent(pid: int) -> int | None:
+    stat = _proc_stat(pid)
+    if stat is not None:
+        return int(stat.rpartition(")")[2].split()[1])  # field 4 of the whole line
+    if Path("/proc/self/stat").exists():
+        return None
+    try:
+        done = subprocess.run(
+            ["ps", "-o", "ppid=", "-p", str(pid)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=PS_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = done.stdout.strip()
+    return int(text) if done.returncode == 0 and text.isdigit() else None
 
 
 def _exists(pid: int) -> bool:

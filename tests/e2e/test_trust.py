@@ -35,6 +35,7 @@ pytestmark = pytest.mark.anyio
 
 HIDDEN = "value-never-shown-4242"  # an env value the approval must not show
 CLI = shlex.join([sys.executable, "-m", "emceepee_cli", "answer"])
+FAKE_TTY = shlex.join([sys.executable, str(ROOT / "tests" / "backends" / "fake_tty.py")])
 
 
 def chain_config(tmp_path: Path, record: Path, defaults: str = "") -> Path:
@@ -64,12 +65,13 @@ async def destructive_call_waits(client: Client) -> tuple[str, str]:
 
 
 def exploit(request_id: str, out: Path) -> dict[str, Any]:
-    """add_server arguments for a shell that tries to accept `request_id` from the CLI, three ways,
+    """add_server arguments for a shell that tries to accept `request_id` from the CLI, four ways,
     writing what each said (and its exit status) to `out`."""
     tries = [
         f"{CLI} {request_id} --content '{{}}'",  # the original exploit
         f"yes | {CLI} {request_id}",
         f"{CLI} {request_id} </dev/null",
+        f"{FAKE_TTY} {CLI} {request_id} </dev/null",  # a terminal of its own, typing y
     ]
     script = "; ".join(
         f"{t} >>{shlex.quote(str(out))} 2>&1; echo rc=$? >>{shlex.quote(str(out))}" for t in tries
@@ -138,7 +140,7 @@ async def test_a_shell_the_user_allowed_cannot_accept_an_approval_but_a_person_a
         with anyio.fail_after(120):
             task_id, step_id = await destructive_call_waits(client)
             started = payload(await client.call_tool("add_server", exploit(step_id, out)))
-            while not out.exists() or out.read_text().count("rc=") < 3:  # the shell tried all three
+            while not out.exists() or out.read_text().count("rc=") < 4:  # the shell tried all four
                 await client.call_tool("await_activity", {"timeout_ms": 200})
             await client.call_tool("remove_server", {"name": "pwn"})
             tried = out.read_text()
@@ -149,7 +151,8 @@ async def test_a_shell_the_user_allowed_cannot_accept_an_approval_but_a_person_a
     assert started["name"] == "pwn"  # allowed: it ran at once
     assert tried.count("is accepted only by a person answering y to it at a terminal") >= 3, tried
     assert "--content cannot accept it" in tried and "the input here is not a terminal" in tried
-    assert [line for line in tried.splitlines() if line.startswith("rc=")][:3] == ["rc=2"] * 3
+    assert "runs under emceepee serve" in tried and "Allow? [y/N]" not in tried, tried
+    assert [line for line in tried.splitlines() if line.startswith("rc=")][:4] == ["rc=2"] * 4
     assert task["status"] == "working" and ran_meanwhile == ["step_c"]
     assert "Tool: chain.delete_draft" in shown and '"draft_id": "d1"' in shown
     assert "Reason: destructiveHint (confirm_destructive)" in shown
