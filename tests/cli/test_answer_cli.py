@@ -8,12 +8,14 @@ import select
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from emceepee_cli.clock import now_iso
+from emceepee_cli.store import proc
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import question_json
 from tests.cli.clirun import cli as main_cli
@@ -489,7 +491,26 @@ def test_an_approval_needs_both_stdin_and_stdout_on_a_terminal(journal: Journal,
     assert stored(journal, APPROVAL)["status"] == "pending"
 
 
-def test_at_a_terminal_an_approval_shows_the_call_then_only_y_accepts_it(journal: Journal) -> None:
+@pytest.fixture
+def owner_beside(journal: Journal) -> Iterator[None]:
+    """The journal's live owner is a process beside this test's terminal, as a person's `serve` is
+    (not above it: an approval is never accepted from under a serve)."""
+    with subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    ) as owner:
+        started = proc.start_time(owner.pid)
+        journal.db.execute(
+            "UPDATE instances SET pid = ?, proc_start = ? WHERE instance_id = ?",
+            [owner.pid, started, INSTANCE],
+        )
+        yield
+        assert owner.stdin is not None
+        owner.stdin.close()
+
+
+def test_at_a_terminal_an_approval_shows_the_call_then_only_y_accepts_it(
+    journal: Journal, owner_beside: None
+) -> None:
     ask_approval(journal)
     ask_approval(journal, "01APPROVALNO00000000000000")
     term = Terminal("answer", APPROVAL)
@@ -508,3 +529,14 @@ def test_at_a_terminal_an_approval_shows_the_call_then_only_y_accepts_it(journal
     row = stored(journal, APPROVAL)
     assert (row["status"], row["answered_by"]) == ("accepted", "cli")
     assert stored(journal, "01APPROVALNO00000000000000")["status"] == "declined"
+
+
+def test_at_a_terminal_under_a_serve_an_approval_is_never_accepted(journal: Journal) -> None:
+    """This test's process owns the journal, as a serve would: a terminal it made (as a backend's
+    program could) is not a person's, and the approval stays pending."""
+    ask_approval(journal)
+    term = Terminal("answer", APPROVAL)
+    term.expect("runs under emceepee serve")
+    assert term.finish() == 2
+    assert "Allow? [y/N]" not in term.text
+    assert stored(journal, APPROVAL)["status"] == "pending"
