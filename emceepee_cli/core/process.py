@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STDIN_CLOSE_GRACE_S = 1.5  # a well-behaved MCP server exits on stdin EOF well within this
-TERM_GRACE_S = 1.5  # after SIGTERM, before SIGKILL
+# The two graces together keep serve's exit within 3 s of stdin EOF, whatever a backend does.
+STDIN_CLOSE_GRACE_S = 1.0  # a well-behaved MCP server exits on stdin EOF well within this
+TERM_GRACE_S = 1.0  # after SIGTERM, before SIGKILL
 KILL_REAP_S = 1.0  # after SIGKILL; only an unkillable process runs this out
 STRAY_GRACE_S = 0.5  # what the backend started and left running, between SIGTERM and SIGKILL
 STOP_BOUND_S = STDIN_CLOSE_GRACE_S + TERM_GRACE_S + KILL_REAP_S + STRAY_GRACE_S + 1.5
