@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from typer._completion_shared import get_completion_script
+from emceepee_cli.cli.framework import completion_script
 
 SHELLS = ("bash", "zsh", "fish")
 HERE = Path(__file__).resolve().parent
 
 
 def script(shell: str) -> str:
-    return get_completion_script(prog_name="emceepee", complete_var="_EMCEEPEE_COMPLETE", shell=shell) + "\n"
+    return completion_script(prog_name="emceepee", complete_var="_EMCEEPEE_COMPLETE", shell=shell) + "\n"
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ def _specs(loaded: Config, server: str | None) -> list[ServerSpec]:
     """The servers to start: the one named (even if disabled), else every enabled one."""
     from dataclasses import replace
 
-    from emceepee_cli.cli.servers import problem_text
+    from emceepee_cli.cli.server_rows import problem_text
     from emceepee_cli.errors import ConfigError
 
     if server is None:

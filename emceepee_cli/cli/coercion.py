@@ -15,9 +15,14 @@ from pathlib import Path
 from typing import Any, get_args, get_origin
 
 import typer
-import typer.core
-from typer import _click
-from typer._coercion import RuntimeParam, TypeDescriptor
+
+from emceepee_cli.cli.framework import (
+    Context,
+    RuntimeParam,
+    TypeDescriptor,
+    runtime_param_builder,
+    set_runtime_param_builder,
+)
 
 _PLAIN: dict[Any, Callable[[Any], Any]] = {str: str, int: int, float: float, Path: Path}
 _WHAT = {int: "a whole number", float: "a number", bool: "a flag", Path: "a path", str: "text"}
@@ -31,7 +36,7 @@ class PlainRuntimeParam(RuntimeParam):
     many: bool
     item_type: Any = None
 
-    def _coerce_value(self, value: Any, param: Any, ctx: _click.Context) -> Any:
+    def _coerce_value(self, value: Any, param: Any, ctx: Context) -> Any:
         try:
             if self.many:
                 return [self.convert(item) for item in value]
@@ -79,8 +84,7 @@ def plain(descriptor: TypeDescriptor) -> RuntimeParam | None:
 
 
 def install() -> None:
-    namespace = vars(typer.core)  # where typer's parameters look the function up when first used
-    original: Callable[[TypeDescriptor], RuntimeParam] = namespace["build_runtime_param"]
+    original = runtime_param_builder()
     if getattr(original, "emceepee_plain", False):
         return
 
@@ -88,4 +92,4 @@ def install() -> None:
         return plain(descriptor) or original(descriptor)
 
     build.emceepee_plain = True  # type: ignore[attr-defined]  # marks the wrapper, so it wraps once
-    namespace["build_runtime_param"] = build
+    set_runtime_param_builder(build)

@@ -13,16 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from typer import _click
-from typer._click.shell_completion import CompletionItem
 from typer.core import TyperGroup
 
-Completer = Callable[[_click.Context, _click.Parameter, str], list[CompletionItem]]
+from emceepee_cli.cli.framework import Command, Completer, CompletionItem, Context, Parameter, set_completer
 
 
-def _given(ctx: _click.Context, name: str) -> Any:
+def _given(ctx: Context, name: str) -> Any:
     """The value of option `name` typed so far on this command line, if any."""
-    current: _click.Context | None = ctx
+    current: Context | None = ctx
     while current is not None:
         if current.params.get(name):
             return current.params[name]
@@ -34,8 +32,8 @@ def _items(choices: list[tuple[str, str]], incomplete: str) -> list[CompletionIt
     return [CompletionItem(value, help=about) for value, about in choices if value.startswith(incomplete)]
 
 
-def _guarded(find: Callable[[_click.Context], list[tuple[str, str]]]) -> Completer:
-    def complete(ctx: _click.Context, param: _click.Parameter, incomplete: str) -> list[CompletionItem]:
+def _guarded(find: Callable[[Context], list[tuple[str, str]]]) -> Completer:
+    def complete(ctx: Context, param: Parameter, incomplete: str) -> list[CompletionItem]:
         try:
             return _items(find(ctx), incomplete)
         except Exception:  # noqa: BLE001  # a TAB press must never print a traceback
@@ -44,7 +42,7 @@ def _guarded(find: Callable[[_click.Context], list[tuple[str, str]]]) -> Complet
     return complete
 
 
-def _servers(ctx: _click.Context) -> list[tuple[str, str]]:
+def _servers(ctx: Context) -> list[tuple[str, str]]:
     from emceepee_cli import paths
 
     with paths.config_path(_given(ctx, "config")).open("rb") as fp:
@@ -60,31 +58,31 @@ def _servers(ctx: _click.Context) -> list[tuple[str, str]]:
     ]
 
 
-def _db(ctx: _click.Context) -> Path:
+def _db(ctx: Context) -> Path:
     from emceepee_cli import paths
 
     return paths.db_path(_given(ctx, "db"))
 
 
-def _tasks(ctx: _click.Context) -> list[tuple[str, str]]:
+def _tasks(ctx: Context) -> list[tuple[str, str]]:
     from emceepee_cli.store import inspect
 
     return inspect.task_choices(_db(ctx))
 
 
-def _questions(ctx: _click.Context) -> list[tuple[str, str]]:
+def _questions(ctx: Context) -> list[tuple[str, str]]:
     from emceepee_cli.store import inspect
 
     return inspect.question_choices(_db(ctx))
 
 
-def _statuses(ctx: _click.Context) -> list[tuple[str, str]]:
+def _statuses(ctx: Context) -> list[tuple[str, str]]:
     from emceepee_cli.store.records import TaskStatus
 
     return [(s.value, "") for s in TaskStatus]
 
 
-def _hosts(ctx: _click.Context) -> list[tuple[str, str]]:
+def _hosts(ctx: Context) -> list[tuple[str, str]]:
     from emceepee_cli.core import hosts
 
     return [(h.key, h.title) for h in hosts.HOSTS.values()]
@@ -108,12 +106,12 @@ def completer(path: tuple[str, ...], param: str) -> Completer | None:
     return None
 
 
-def attach(command: _click.Command, path: tuple[str, ...]) -> None:
+def attach(command: Command, path: tuple[str, ...]) -> None:
     """Give every parameter of `command` (and of its subcommands) its completer, if it has one."""
     for param in command.params:
         found = completer(path, param.name or "")
         if found is not None:
-            param._custom_shell_complete = found
+            set_completer(param, found)
     if isinstance(command, TyperGroup):
         for name, sub in command.commands.items():
             attach(sub, (*path, name))

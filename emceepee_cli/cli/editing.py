@@ -160,7 +160,7 @@ def switch(name: str, on: bool, config: Path | None) -> tuple[Path, bool, list[s
     """Set `enabled` of server `name`; (the file, whether it changed, its problems now)."""
     from emceepee_cli import config as config_mod
     from emceepee_cli import paths
-    from emceepee_cli.cli.servers import find_row, raw_servers
+    from emceepee_cli.cli.server_rows import find_row, raw_servers
 
     path = paths.config_path(config)
     table = raw_servers(path).get(name)
@@ -169,7 +169,7 @@ def switch(name: str, on: bool, config: Path | None) -> tuple[Path, bool, list[s
         raise NotFound(f"Unknown server '{name}' in {path}.")
     spec, problems = config_mod.parse_server(name, table)
     if spec is None:
-        from emceepee_cli.cli.servers import problem_text
+        from emceepee_cli.cli.server_rows import problem_text
 
         raise ConfigError(
             f"Server '{name}' cannot be switched {'on' if on else 'off'}: "

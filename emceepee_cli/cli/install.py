@@ -9,17 +9,16 @@ values that look like one show as `<hidden>` in diffs, and as their `${VAR}` in 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from emceepee_cli.cli import render
+from emceepee_cli.cli.host_entry import emceepee_entry, host_target, masked_diff
 from emceepee_cli.cli.options import ConfigOpt, JsonOpt
 
 if TYPE_CHECKING:
-    from emceepee_cli.core.hostfile import HostFile
     from emceepee_cli.core.hosts import Host
 
 HostArg = Annotated[
@@ -38,42 +37,6 @@ FileOpt = Annotated[
 ]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the change as a diff; write nothing.")]
 NameOpt = Annotated[str, typer.Option("--name", help="The entry's name in the host's config.")]
-_PAIR = re.compile(r'("(?P<key>[^"\\]*)"\s*:\s*)"(?P<value>(?:\\.|[^"\\])*)"')
-
-
-def masked_diff(diff: str) -> str:
-    """A diff with every `"KEY": "value"` whose value looks like a secret shown as `<hidden>`."""
-    from emceepee_cli.core.importing import looks_secret
-
-    def one(match: re.Match[str]) -> str:
-        if looks_secret(match.group("key"), match.group("value")):
-            return f'{match.group(1)}"<hidden>"'
-        return match.group(0)
-
-    return _PAIR.sub(one, diff)
-
-
-def _target(host_name: str, file: Path | None) -> tuple[Host, Path]:
-    from emceepee_cli.core import hosts
-
-    host = hosts.find(host_name)
-    return host, (file.expanduser() if file else host.path())
-
-
-def _serve_command(config: Path | None) -> list[str]:
-    from emceepee_cli.core import hosts
-
-    command = hosts.serve_command()
-    return [*command, "--config", str(config.expanduser().absolute())] if config else command
-
-
-def emceepee_entry(host: Host, doc: HostFile, name: str, config: Path | None) -> tuple[dict[str, Any], str]:
-    """Put emceepee's entry into `doc` (kept as it is but for how it starts); (the entry, the action)."""
-    servers = doc.servers(host.servers_key)
-    existing = servers.get(name)
-    entry = host.stdio_entry(_serve_command(config), existing if isinstance(existing, dict) else None)
-    servers[name] = entry
-    return entry, "unchanged" if existing == entry else ("updated" if existing is not None else "added")
 
 
 def _shown_entry(entry: dict[str, Any]) -> dict[str, Any]:
@@ -106,7 +69,7 @@ def install(
     """
     from emceepee_cli.core import hostfile
 
-    chosen, path = _target(host, file)
+    chosen, path = host_target(host, file)
     doc = hostfile.read(path)
     kept_env: list[str] = []
     if uninstall:

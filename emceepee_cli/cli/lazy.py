@@ -16,9 +16,11 @@ from typing import Any
 
 import typer
 import typer.main
-from typer import _click
 from typer.core import TyperCommand, TyperGroup
 from typer.models import TyperInfo
+
+from emceepee_cli.cli import framework
+from emceepee_cli.cli.framework import Command, Context, HelpFormatter, UsageError
 
 
 @dataclass(frozen=True)
@@ -29,12 +31,12 @@ class Lazy:
     help: str
     settings: Mapping[str, Any] = field(default_factory=dict)
 
-    def load(self, name: str) -> _click.Command:
+    def load(self, name: str) -> Command:
         module, _, attribute = self.target.partition(":")
         obj = getattr(importlib.import_module(module), attribute)
         if isinstance(obj, typer.Typer):
             info = TyperInfo(obj, name=name)
-            command: _click.Command = typer.main.get_group_from_info(
+            command: Command = typer.main.get_group_from_info(
                 info, pretty_exceptions_short=True, suggest_commands=True, rich_markup_mode=None
             )
         else:
@@ -55,12 +57,12 @@ class LazyGroup(TyperGroup):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._listing = False
-        self._loaded: dict[str, _click.Command] = {}
+        self._loaded: dict[str, Command] = {}
 
-    def list_commands(self, ctx: _click.Context) -> list[str]:
+    def list_commands(self, ctx: Context) -> list[str]:
         return [*self.commands, *(name for name in self.lazy if name not in self.commands)]
 
-    def get_command(self, ctx: _click.Context, cmd_name: str) -> _click.Command | None:
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         if cmd_name in self.commands:
             return self.commands[cmd_name]
         entry = self.lazy.get(cmd_name)
@@ -72,26 +74,24 @@ class LazyGroup(TyperGroup):
             self._loaded[cmd_name] = entry.load(cmd_name)
         return self._loaded[cmd_name]
 
-    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
         self._listing = True
         try:
             super().format_help(ctx, formatter)
         finally:
             self._listing = False
 
-    def shell_complete(self, ctx: _click.Context, incomplete: str) -> list[Any]:
+    def shell_complete(self, ctx: Context, incomplete: str) -> list[Any]:
         self._listing = True
         try:
             return super().shell_complete(ctx, incomplete)
         finally:
             self._listing = False
 
-    def resolve_command(
-        self, ctx: _click.Context, args: list[str]
-    ) -> tuple[str | None, _click.Command | None, list[str]]:
+    def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
         try:
-            return self._click_resolve_command(ctx, args)
-        except _click.exceptions.UsageError as exc:
+            return framework.resolve_command(self, ctx, args)
+        except UsageError as exc:
             close = difflib.get_close_matches(args[0], self.list_commands(ctx)) if args else []
             if close:
                 exc.message = f"{exc.message.rstrip('.')}. Did you mean {', '.join(map(repr, close))}?"

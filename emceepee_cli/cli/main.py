@@ -20,10 +20,10 @@ from typing import Annotated
 
 import typer
 import typer.main
-from typer import _click
 
 from emceepee_cli import __version__
 from emceepee_cli.cli import coercion, render
+from emceepee_cli.cli.framework import ClickException, Command, NoArgsIsHelpError
 from emceepee_cli.cli.lazy import Lazy, LazyGroup
 from emceepee_cli.errors import EmceepeeError
 
@@ -112,7 +112,7 @@ def root(
     Invocation.verbose = Invocation.verbose or verbose
 
 
-def command() -> _click.Command:
+def command() -> Command:
     return typer.main.get_command(app)
 
 
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         render.error(exc, as_json_error=Invocation.json)
         return exc.exit_code
-    except _click.exceptions.ClickException as exc:
+    except ClickException as exc:
         return _usage(exc, args)
     except (typer.Abort, KeyboardInterrupt, EOFError):
         render.clear_status()
@@ -142,9 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-def _usage(exc: _click.exceptions.ClickException, args: Sequence[str] = ()) -> int:
+def _usage(exc: ClickException, args: Sequence[str] = ()) -> int:
     """A command line that does not parse: the parser's message, and where to read the usage."""
-    if isinstance(exc, _click.exceptions.NoArgsIsHelpError):
+    if isinstance(exc, NoArgsIsHelpError):
         render.line(exc.format_message())
         return 0
     where = getattr(exc, "ctx", None)

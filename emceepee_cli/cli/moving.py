@@ -28,12 +28,12 @@ def run(
 ) -> dict[str, Any]:
     from emceepee_cli import config as config_mod
     from emceepee_cli import paths
-    from emceepee_cli.cli.install import _target, emceepee_entry, masked_diff
-    from emceepee_cli.cli.servers import raw_servers, server_row
+    from emceepee_cli.cli.host_entry import emceepee_entry, host_target, masked_diff
+    from emceepee_cli.cli.server_rows import raw_servers, server_row
     from emceepee_cli.core import hostfile, importing
     from emceepee_cli.errors import NotFound, UsageError
 
-    host, path = _target(host_name, file)
+    host, path = host_target(host_name, file)
     doc = hostfile.read(path)
     if not doc.exists:
         raise NotFound(
@@ -92,7 +92,7 @@ def run(
 
 
 def say(result: dict[str, Any]) -> None:
-    from emceepee_cli.cli.servers import target
+    from emceepee_cli.cli.server_rows import target
     from emceepee_cli.core.hosts import find
 
     would = "Would copy" if result["dry_run"] else "Copied"

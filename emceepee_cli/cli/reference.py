@@ -10,8 +10,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 
-from typer import _click
+import typer
 from typer.core import TyperGroup
+
+from emceepee_cli.cli.framework import Command, Context
 
 HEADER = """# emceepee command reference
 
@@ -25,16 +27,16 @@ failed or answered with an error; 4 the journal cannot be used; 130 interrupted.
 """
 
 
-def _walk(command: _click.Command, ctx: _click.Context) -> Iterator[tuple[_click.Command, _click.Context]]:
+def _walk(command: Command, ctx: Context) -> Iterator[tuple[Command, Context]]:
     yield command, ctx
     if isinstance(command, TyperGroup):
         for name in command.list_commands(ctx):
             sub = command.get_command(ctx, name)
             if sub is not None and not sub.hidden:
-                yield from _walk(sub, _click.Context(sub, info_name=name, parent=ctx))
+                yield from _walk(sub, typer.Context(sub, info_name=name, parent=ctx))
 
 
-def _section(command: _click.Command, ctx: _click.Context) -> list[str]:
+def _section(command: Command, ctx: Context) -> list[str]:
     usage = " ".join([ctx.command_path, *command.collect_usage_pieces(ctx)])
     lines = [f"## {ctx.command_path}", "", "```text", usage, "```", ""]
     if command.help:
@@ -59,7 +61,7 @@ def markdown() -> str:
     from emceepee_cli.cli.main import command
 
     root = command()
-    ctx = _click.Context(root, info_name="emceepee")
+    ctx = typer.Context(root, info_name="emceepee")
     lines = [HEADER]
     for cmd, cmd_ctx in _walk(root, ctx):
         lines += _section(cmd, cmd_ctx)

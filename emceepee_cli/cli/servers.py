@@ -8,17 +8,15 @@ the backend's command, and a bare command name is looked up on the PATH a host g
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
-from typer import _click
 from typer.core import TyperCommand
 
 from emceepee_cli.cli import render
+from emceepee_cli.cli.framework import Context
 from emceepee_cli.cli.options import ConfigOpt, JsonOpt
-
-if TYPE_CHECKING:
-    from emceepee_cli.config import ConfigProblem, ServerSpec
+from emceepee_cli.cli.server_rows import find_row, raw_servers, rows_of, server_row, target
 
 app = typer.Typer(
     help="List, add, remove, enable and disable backend servers in the config.",
@@ -33,106 +31,14 @@ class AfterDashDash(TyperCommand):
     """A command whose trailing arguments are taken only after `--`: everything before it is parsed
     as options and arguments (so a mistyped option is an error, never part of the command)."""
 
-    def collect_usage_pieces(self, ctx: _click.Context) -> list[str]:
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
         return [*super().collect_usage_pieces(ctx), "[-- COMMAND [ARGS]...]"]
 
-    def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         if "--" in args:
             cut = args.index("--")
             args, ctx.meta["after_dashdash"] = args[:cut], args[cut + 1 :]
         return super().parse_args(ctx, args)
-
-
-# ---- reading the config --------------------------------------------------------------------
-
-
-def problem_text(problem: ConfigProblem, path: Path) -> str:
-    """A config problem, naming the file it is in (whatever file that is)."""
-    where = [f"server '{problem.server}'"] if problem.server is not None else []
-    where += [f"field '{problem.field}'"] if problem.field is not None else []
-    return ": ".join([str(path), *([", ".join(where)] if where else []), problem.message])
-
-
-def raw_servers(path: Path) -> dict[str, dict[str, Any]]:
-    """Every [servers.NAME] table of the file as written, valid or not."""
-    from emceepee_cli import config as config_mod
-
-    servers = config_mod.read_toml(path).get("servers", {})
-    return (
-        {str(k): v if isinstance(v, dict) else {} for k, v in servers.items()}
-        if isinstance(servers, dict)
-        else {}
-    )
-
-
-def server_row(spec: ServerSpec) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "name": spec.name,
-        "transport": spec.transport,
-        "enabled": spec.enabled,
-        "protocol": spec.protocol,
-        "status": "enabled" if spec.enabled else "disabled",
-    }
-    if spec.url is not None:
-        row["url"] = spec.url
-    else:
-        row["command"] = spec.command
-        row["args"] = list(spec.args)
-    return row
-
-
-def _raw_row(name: str, table: dict[str, Any], problems: list[str]) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "name": name,
-        "transport": "http" if "url" in table else "stdio",
-        "enabled": table.get("enabled", True) is not False,
-        "protocol": table.get("protocol", "legacy"),
-        "status": "invalid",
-    }
-    if "url" in table:
-        row["url"] = table.get("url")
-    else:
-        row["command"] = table.get("command")
-        row["args"] = [str(a) for a in table.get("args") or [] if isinstance(a, str)]
-    row["problems"] = problems
-    return row
-
-
-def target(row: dict[str, Any]) -> str:
-    import shlex
-
-    if row.get("url") is not None:
-        return str(row["url"])
-    return shlex.join([str(row.get("command") or ""), *row.get("args", [])])
-
-
-def rows_of(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """(a row per server in the file, the problems not about one server)."""
-    from emceepee_cli import config as config_mod
-
-    loaded = config_mod.load_config(path)
-    rows = []
-    for name, table in raw_servers(path).items():
-        problems = [problem_text(p, path) for p in loaded.problems if p.server == name]
-        spec = loaded.servers.get(name)
-        rows.append(
-            server_row(spec) if spec is not None and not problems else _raw_row(name, table, problems)
-        )
-    general = [problem_text(p, path) for p in loaded.problems if p.server is None]
-    return rows, general
-
-
-def find_row(name: str, path: Path) -> dict[str, Any]:
-    rows, _ = rows_of(path)
-    for row in rows:
-        if row["name"] == name:
-            return row
-    from emceepee_cli.errors import NotFound
-
-    known = ", ".join(r["name"] for r in rows) or "(none)"
-    raise NotFound(
-        f"Unknown server '{name}' in {path}. Known: {known}.", hint="See them with: emceepee servers list"
-    )
 
 
 # ---- commands ----------------------------------------------------------------------------------

@@ -7,10 +7,11 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import click
+import typer
 from typer.testing import CliRunner
 
 from emceepee_cli.cli import main, render
+from emceepee_cli.cli.framework import ClickException
 from emceepee_cli.errors import EmceepeeError
 
 
@@ -37,9 +38,9 @@ def _run(args: list[str]) -> int:
     except EmceepeeError as exc:
         render.error(exc)
         return exc.exit_code
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return exc.exit_code
-    except click.ClickException as exc:
+    except ClickException as exc:
         exc.show()
         return exc.exit_code
     return 0

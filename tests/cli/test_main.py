@@ -86,6 +86,7 @@ def test_help_lists_every_command_without_importing_any(tmp_path: Path) -> None:
     assert all(f"  {name}" in "\n".join(shown) for name in COMMANDS)
     assert ast.literal_eval(loaded) == [
         "emceepee_cli.cli.coercion",
+        "emceepee_cli.cli.framework",
         "emceepee_cli.cli.layout",
         "emceepee_cli.cli.lazy",
         "emceepee_cli.cli.main",

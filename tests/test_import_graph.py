@@ -1,0 +1,44 @@
+"""emceepee's modules import one another without a cycle, counting imports inside functions (which
+hide a cycle from Python at start-up, never from a reader)."""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+
+from tests.support import ROOT
+
+PACKAGE = ROOT / "emceepee_cli"
+
+
+def _module(path_parts: tuple[str, ...]) -> str:
+    name = ".".join(path_parts)
+    return name.removesuffix(".__init__")
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package → the modules of the package it imports, anywhere in its text."""
+    files = {
+        _module(p.relative_to(ROOT).with_suffix("").parts): p
+        for p in PACKAGE.rglob("*.py")
+        if "_examples" not in p.parts
+    }
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                named = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                named = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            graph[name] |= {target for target in named if target in files and target != name}
+    return graph
+
+
+def test_no_module_of_the_package_imports_itself_back() -> None:
+    try:
+        order = list(TopologicalSorter(import_graph()).static_order())
+    except CycleError as exc:
+        raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
+    assert "emceepee_cli.cli.main" in order
