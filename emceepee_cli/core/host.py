@@ -9,8 +9,9 @@ not) open. A 2026-07-28 host takes no requests from a server at all.
 An answer of the host's that the wire cannot use (it holds a lone surrogate, nests too deep, or
 is not a valid response, but its id can be read) reaches the waiting request as `refused_answer`
 makes it: that request's failure at once, marked as emceepee's. A forwarded question then raises
-`UsageError` (the question is parked and the model told why, core/questions.py); roots/list falls
-back as any failure does (core/roots.py).
+`UsageError`, as it does for an answer the wire read that is not the result asked for (the
+question is parked and the model told why, core/questions.py); roots/list falls back as any
+failure does (core/roots.py).
 
 Whether a question goes to the host: never under the `park` policy; under `forward` whenever the
 host can take requests; under `auto` only when it also declared it can answer that kind. When
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import mcp_types as types
+import pydantic
 from mcp import MCPError
 from mcp.server.session import ServerSession
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -99,10 +101,21 @@ class HostLink:
         except MCPError as exc:
             if exc.data != REFUSED_BY:
                 raise
+            raise UsageError(exc.message, hint=_ANSWER_IT) from exc
+        except pydantic.ValidationError as exc:  # read, but not the answer the request wants
             raise UsageError(
-                exc.message, hint="Answer the question with respond_to_elicitation / respond_to_sampling."
+                f"the host's answer is not a valid {kind} result: {_first(exc)}", _ANSWER_IT
             ) from exc
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+_ANSWER_IT = "Answer the question with respond_to_elicitation / respond_to_sampling."
+
+
+def _first(exc: pydantic.ValidationError) -> str:
+    """The first thing wrong, naming its field (the input itself is not shown)."""
+    error = exc.errors(include_url=False, include_input=False)[0]
+    return ".".join(str(part) for part in ("result", *error["loc"])) + f": {error['msg']}"
 
 
 def refused_answer(request_id: types.RequestId, why: str) -> types.JSONRPCError:

@@ -103,42 +103,63 @@ def config_with(tmp_path: Path, table: str, defaults: str = "") -> Path:
     return write_config(tmp_path / "config.toml", f"[defaults]\n{defaults}", table)
 
 
-async def test_a_forwarded_elicitation_answered_with_a_lone_surrogate_is_parked_at_once(
+BAD_FORMS: list[tuple[Any, str, str]] = [  # an elicitation's answer, and what the event must say
+    (
+        {"action": "accept", "content": {"name": "Bo\ud800"}},
+        "the host's answer could not be used: result.content.name",
+        SURROGATE,
+    ),
+    ("accept", "the host's answer could not be used", "'result' must be an object"),
+    ({"action": "maybe"}, "the host's answer is not a valid elicitation result: result.action", "accept"),
+]
+
+
+async def test_a_forwarded_elicitation_the_host_answers_unreadably_is_parked_at_once(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "backend.log"
     config = config_with(
         tmp_path, example_table("elicit", "elicit.py", env={"EMCEEPEE_EXAMPLE_LOG": str(log)})
     )
+    bad_answers = iter(BAD_FORMS)
 
     async def form(request: dict[str, Any]) -> None:
         assert request["method"] == "elicitation/create", request
-        await host.line.raw(answer(request, {"action": "accept", "content": {"name": "Bo\ud800"}}))
+        await host.line.raw(answer(request, next(bad_answers)[0]))
 
     async with line_host(config) as line:
         host = AnsweringHost(line, form)
         with anyio.fail_after(READY_BOUND_S):
             await host.initialize({"elicitation": {"form": {}}})
             await host.begin("elicit")
-        with anyio.fail_after(SETTLED_BOUND_S):
-            args = {"server": "elicit", "tool": "ask", "args": {"question": "Name?"}, "timeout_ms": 40_000}
-            promoted = (await host.tool("ask", "execute_tool", args))["structuredContent"]
-            assert host.asked == ["elicitation/create"]
-            task_id = promoted["proxy_task"]["task_id"]
-            event = await refused_event(host, {"structuredContent": promoted})
-            listed = await host.tool("listed", "get_elicitations", {})
-        [question] = listed["structuredContent"]["elicitations"]
-        assert event["data"]["request_id"] == question["request_id"] and event["data"]["task_id"] == task_id
-        error = event["data"]["error"]
-        assert "the host's answer could not be used" in error and "result.content.name" in error, error
-        assert SURROGATE in error, error
-        assert host.parse_errors == []  # the answer was taken for what it was, not a stray line
-        with anyio.fail_after(SETTLED_BOUND_S):
-            answered = {"request_id": question["request_id"], "action": "accept", "content": {"name": "Bo"}}
-            await host.tool("respond", "respond_to_elicitation", answered)
-            result = await host.tool("result", "get_task_result", {"task_id": task_id})
-        assert result["content"][0]["text"] == "hello Bo", result
-        assert 'answer {"action": "accept", "content": {"name": "Bo"}}' in log.read_text()
+        for n, (_, field, what) in enumerate(BAD_FORMS):
+            with anyio.fail_after(SETTLED_BOUND_S):
+                args = {
+                    "server": "elicit",
+                    "tool": "ask",
+                    "args": {"question": "Name?"},
+                    "timeout_ms": 40_000,
+                }
+                promoted = (await host.tool(f"ask-{n}", "execute_tool", args))["structuredContent"]
+                task_id = promoted["proxy_task"]["task_id"]
+                event = await refused_event(host, {"structuredContent": promoted})
+                listed = await host.tool(f"listed-{n}", "get_elicitations", {})
+            [question] = listed["structuredContent"]["elicitations"]
+            assert event["data"]["request_id"] == question["request_id"], event
+            assert event["data"]["task_id"] == task_id, event
+            assert field in event["data"]["error"] and what in event["data"]["error"], event
+            with anyio.fail_after(SETTLED_BOUND_S):
+                given = {
+                    "request_id": question["request_id"],
+                    "action": "accept",
+                    "content": {"name": f"Bo{n}"},
+                }
+                await host.tool(f"respond-{n}", "respond_to_elicitation", given)
+                result = await host.tool(f"result-{n}", "get_task_result", {"task_id": task_id})
+            assert result["content"][0]["text"] == f"hello Bo{n}", result
+            assert f'answer {{"action": "accept", "content": {{"name": "Bo{n}"}}}}' in log.read_text()
+        assert host.asked == ["elicitation/create"] * len(BAD_FORMS)
+        assert host.parse_errors == []  # each answer was taken for what it was, not a stray line
 
 
 async def test_a_sampling_answer_nested_past_the_limit_is_parked_at_once(tmp_path: Path) -> None:
