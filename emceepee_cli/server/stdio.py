@@ -457,13 +457,13 @@ def _answer(raw: bytes, doc: dict[str, Any]) -> types.JSONRPCMessage | None:
 def _checked_answer(
     raw: bytes, message: types.JSONRPCResponse | types.JSONRPCError
 ) -> types.JSONRPCMessage | None:
-    """An answer whose result holds what nothing here can carry fails its request (an error
-    answer fails it anyway, and its text is only logged)."""
+    """An answer holding what nothing here can carry fails its request (an error answer, whose
+    text would be logged and shown, as well as a result)."""
     if isinstance(message, types.JSONRPCResponse):
         wrong = host_input.fault(raw, message.result, root="result")
-        if wrong is not None:
-            return _unusable(message.id, wrong)
-    return message
+    else:
+        wrong = host_input.fault(raw, message.error.model_dump(exclude_unset=True), root="error")
+    return message if wrong is None or message.id is None else _unusable(message.id, wrong)
 
 
 def _unusable(request_id: object, why: str) -> types.JSONRPCError | None:

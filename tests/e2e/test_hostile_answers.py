@@ -103,14 +103,23 @@ def config_with(tmp_path: Path, table: str, defaults: str = "") -> Path:
     return write_config(tmp_path / "config.toml", f"[defaults]\n{defaults}", table)
 
 
-BAD_FORMS: list[tuple[Any, str, str]] = [  # an elicitation's answer, and what the event must say
+BAD_FORMS: list[tuple[dict[str, Any], str, str]] = [  # an elicitation's answer, what the event says
     (
-        {"action": "accept", "content": {"name": "Bo\ud800"}},
+        {"result": {"action": "accept", "content": {"name": "Bo\ud800"}}},
         "the host's answer could not be used: result.content.name",
         SURROGATE,
     ),
-    ("accept", "the host's answer could not be used", "'result' must be an object"),
-    ({"action": "maybe"}, "the host's answer is not a valid elicitation result: result.action", "accept"),
+    ({"result": "accept"}, "the host's answer could not be used", "'result' must be an object"),
+    (
+        {"result": {"action": "maybe"}},
+        "the host's answer is not a valid elicitation result: result.action",
+        "accept",
+    ),
+    (
+        {"error": {"code": -1, "message": "no \udc00 form"}},
+        "the host's answer could not be used: error.message",
+        SURROGATE,
+    ),
 ]
 
 
@@ -125,7 +134,7 @@ async def test_a_forwarded_elicitation_the_host_answers_unreadably_is_parked_at_
 
     async def form(request: dict[str, Any]) -> None:
         assert request["method"] == "elicitation/create", request
-        await host.line.raw(answer(request, next(bad_answers)[0]))
+        await host.line.raw(line_of({"jsonrpc": "2.0", "id": request["id"], **next(bad_answers)[0]}))
 
     async with line_host(config) as line:
         host = AnsweringHost(line, form)
