@@ -10,8 +10,8 @@ with `-32602 Invalid params` and its own id, naming the field (`params.arguments
 
 The wire (server/stdio.py) checks each request the SDK's parser took, and reads with `lenient`
 each line it refused, to answer a request that holds one of these with its id rather than with
-an anonymous parse error its host could never match to the request. It checks the host's
-answers to our own requests (their `result`) and each entry of a batch alike. The fast lane
+an anonymous parse error its host could never match to the request. Each entry of a batch is
+checked alike, and so are the host's answers to our own requests (server/host_answers.py). The fast lane
 (server/fastlane.py) leaves such a request to the wire. On a plain line the check costs a
 few byte searches (about 7 µs for a small request, 0.2 ms for a 1 MB one): it walks the params
 only when the bytes could hold a surrogate or that many brackets.

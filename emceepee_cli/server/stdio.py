@@ -14,7 +14,7 @@ sent a malformed request would wait for its answer for ever. Here, per JSON-RPC 
 - an answer to one of our requests (elicitation/create, sampling/createMessage, roots/list)
   that cannot be used — malformed, or holding a lone surrogate or nesting past the limit, whether
   or not the SDK's parser read it — fails that request at once as the host's, naming the field
-  (core/host.py: `refused_answer`), rather than leave it to its timeout. Nothing is written back
+  (server/host_answers.py), rather than leave it to its timeout. Nothing is written back
   (answering an answer invites a loop); one whose id cannot be read is logged and dropped, or,
   when the SDK's parser cannot read its line, gets the `-32700` above;
 - an array is a JSON-RPC batch. Only MCP 2025-03-26 has batches; a host that negotiated that
@@ -56,8 +56,7 @@ import pydantic_core
 from mcp.shared.message import SessionMessage
 
 from emceepee_cli.core import spool
-from emceepee_cli.core.host import refused_answer
-from emceepee_cli.server import host_input
+from emceepee_cli.server import host_answers, host_input
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +141,7 @@ class HostWire:
         if isinstance(message, types.JSONRPCRequest) and await self._refused(raw, message.id, message.params):
             return
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            await self._pass_answer(_checked_answer(raw, message), to_server)
+            await self._pass_answer(host_answers.checked(raw, message), to_server)
             return
         self._note(message)
         await to_server.send(SessionMessage(message))
@@ -180,8 +179,8 @@ class HostWire:
         if isinstance(doc, list):
             await self._batch(raw, doc, to_server)
             return
-        if _is_answer(doc):
-            await self._pass_answer(_answer(raw, doc), to_server)
+        if host_answers.is_answer(doc):
+            await self._pass_answer(host_answers.answer(raw, doc), to_server)
             return
         await self._write(_dump(_invalid(doc)))
 
@@ -200,8 +199,8 @@ class HostWire:
             return True
         if not (isinstance(doc, dict) and _valid_id(doc.get("id"))):
             return False
-        if _is_answer(doc):
-            await self._pass_answer(_answer(raw, doc), to_server)
+        if host_answers.is_answer(doc):
+            await self._pass_answer(host_answers.answer(raw, doc), to_server)
             return True
         return isinstance(doc.get("method"), str) and await self._refused(raw, doc["id"], doc.get("params"))
 
@@ -417,9 +416,9 @@ def _valid_id(value: object) -> bool:
 def _entry(raw: bytes, item: object) -> tuple[types.JSONRPCError | None, types.JSONRPCMessage | None]:
     """One entry of the batch `raw`, as a line alone would be taken: the error it is answered with
     at once, and the message the server is handed (an answer's, perhaps its request's failure)."""
-    if _is_answer(item):
+    if host_answers.is_answer(item):
         assert isinstance(item, dict)
-        return None, _answer(raw, item)
+        return None, host_answers.answer(raw, item)
     try:
         message = types.jsonrpc_message_adapter.validate_python(item, by_name=False)
     except pydantic.ValidationError:
@@ -437,59 +436,8 @@ def _entry(raw: bytes, item: object) -> tuple[types.JSONRPCError | None, types.J
     return None, message
 
 
-def _is_answer(doc: object) -> bool:
-    """An answer to one of our requests (no method; a result or an error), valid or not."""
-    return isinstance(doc, dict) and "method" not in doc and ("result" in doc or "error" in doc)
-
-
-def _answer(raw: bytes, doc: dict[str, Any]) -> types.JSONRPCMessage | None:
-    """The host's answer `doc` (from the line `raw`) as the server is to get it: itself when it can
-    be used, else the failure of the request it answers; None: its id cannot be read (logged)."""
-    try:
-        message = types.jsonrpc_message_adapter.validate_python(doc, by_name=False)
-    except pydantic.ValidationError:
-        return _unusable(doc.get("id"), _answer_fault(doc))
-    if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-        return _unusable(doc.get("id"), "it is not a valid JSON-RPC 2.0 response")
-    return _checked_answer(raw, message)
-
-
-def _checked_answer(
-    raw: bytes, message: types.JSONRPCResponse | types.JSONRPCError
-) -> types.JSONRPCMessage | None:
-    """An answer holding what nothing here can carry fails its request (an error answer, whose
-    text would be logged and shown, as well as a result)."""
-    if isinstance(message, types.JSONRPCResponse):
-        wrong = host_input.fault(raw, message.result, root="result")
-    else:
-        wrong = host_input.fault(raw, message.error.model_dump(exclude_unset=True), root="error")
-    return message if wrong is None or message.id is None else _unusable(message.id, wrong)
-
-
-def _unusable(request_id: object, why: str) -> types.JSONRPCError | None:
-    shown = json.dumps(request_id)[:100]
-    if not _valid_id(request_id):
-        log.warning("dropped a malformed response from the host (id %s): %s", shown, why)
-        return None
-    assert isinstance(request_id, int | str)
-    log.warning("the host's answer to request %s cannot be used: %s", shown, why)
-    return refused_answer(request_id, why)
-
-
-def _answer_fault(doc: dict[str, Any]) -> str:
-    if doc.get("jsonrpc") != "2.0":
-        return "'jsonrpc' must be \"2.0\""
-    if "result" in doc and "error" in doc:
-        return "a response holds 'result' or 'error', not both"
-    if "result" in doc and not isinstance(doc["result"], dict):
-        return "'result' must be an object"
-    if "error" in doc:
-        return "'error' must be an object with an integer 'code' and a string 'message'"
-    return "it is not a valid JSON-RPC 2.0 response"
-
-
 def _invalid(doc: object) -> types.JSONRPCError:
-    """The error for JSON that is not a valid message (an answer is taken by `_answer`)."""
+    """The error for JSON that is not a valid message (an answer is taken by `host_answers`)."""
     if not isinstance(doc, dict):
         return _error(None, "Invalid Request: a message must be a JSON object")
     request_id = doc.get("id")
