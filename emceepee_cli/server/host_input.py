@@ -10,7 +10,8 @@ with `-32602 Invalid params` and its own id, naming the field (`params.arguments
 
 The wire (server/stdio.py) checks each request the SDK's parser took, and reads with `lenient`
 each line it refused, to answer a request that holds one of these with its id rather than with
-an anonymous parse error its host could never match to the request. The fast lane
+an anonymous parse error its host could never match to the request. Each entry of a batch is
+checked alike, and so are the host's answers to our own requests (server/host_answers.py). The fast lane
 (server/fastlane.py) leaves such a request to the wire. On a plain line the check costs a
 few byte searches (about 7 µs for a small request, 0.2 ms for a 1 MB one): it walks the params
 only when the bytes could hold a surrogate or that many brackets.
@@ -33,11 +34,12 @@ PRUNE_TOKENS = 1_000_000  # a line with more brackets than this is not read past
 _SHOWN_SEGMENTS = 5  # of a deep field's path
 
 
-def fault(raw: bytes, params: object) -> str | None:
-    """What is wrong with a request's params (read from the line `raw`), naming the field; None: nothing."""
+def fault(raw: bytes, params: object, root: str = "params") -> str | None:
+    """What is wrong with a request's params (or, with `root="result"`, an answer's result), read
+    from the line `raw` (a batch's whole line will do), naming the field; None: nothing."""
     if not _may_nest_past(raw) and not _may_hold_surrogate(raw):
         return None
-    return _walk(params)
+    return _walk(params, root)
 
 
 # Both prefilters look for single bytes, which `find` and `in` do at memchr speed (~30 µs a MB);
@@ -73,8 +75,8 @@ def lenient(raw: bytes) -> Any:
         raise ValueError("nested past json's limit") from exc
 
 
-def _walk(params: object) -> str | None:
-    stack: list[tuple[object, tuple[str | int, ...], int]] = [(params, ("params",), 1)]
+def _walk(params: object, root: str) -> str | None:
+    stack: list[tuple[object, tuple[str | int, ...], int]] = [(params, (root,), 1)]
     while stack:
         value, path, depth = stack.pop()
         if isinstance(value, str):
@@ -112,10 +114,12 @@ def _name(path: tuple[str | int, ...]) -> str:
 
 
 def _pruned(raw: bytes) -> bytes:
-    """`raw` with each object or array that opens past the limit replaced by `[]` (still one level
-    too deep, so `_walk` names it). A line whose brackets do not balance is returned such that
-    `json` refuses it."""
-    cut_at = MAX_DEPTH + 2  # the message is one level above params
+    """`raw` with each object or array that opens past the limit replaced by `[]` (still too deep,
+    so `_walk` names it). A line whose brackets do not balance is returned such that `json`
+    refuses it."""
+    # params is the second level of a message and the third of a batch's: cut below both, so
+    # what is cut is always past MAX_DEPTH, never a batch entry's last allowed level.
+    cut_at = MAX_DEPTH + 3
     pieces: list[bytes] = []
     depth, start, kept = 0, -1, 0
     for count, token in enumerate(_TOKEN.finditer(raw)):

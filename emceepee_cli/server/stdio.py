@@ -10,11 +10,18 @@ sent a malformed request would wait for its answer for ever. Here, per JSON-RPC 
   `-32602 Invalid params` with its id, naming the field (server/host_input.py), whether or not
   the SDK's parser could read the line;
 - JSON that is not a valid message gets `-32600 Invalid Request`, with its id when it has a
-  valid one (a string or an integer; MCP forbids null), else null. A malformed *response*
-  (no method, but a result or an error) is logged and dropped: answering an answer invites a loop;
+  valid one (a string or an integer; MCP forbids null), else null;
+- an answer to one of our requests (elicitation/create, sampling/createMessage, roots/list)
+  that cannot be used — malformed, or holding a lone surrogate or nesting past the limit, whether
+  or not the SDK's parser read it — fails that request at once as the host's, naming the field
+  (server/host_answers.py), rather than leave it to its timeout. Nothing is written back
+  (answering an answer invites a loop); one whose id cannot be read is logged and dropped, or,
+  when the SDK's parser cannot read its line, gets the `-32700` above;
 - an array is a JSON-RPC batch. Only MCP 2025-03-26 has batches; a host that negotiated that
   version gets one array holding the replies to the batch's requests (and the errors for its
-  invalid entries), once all are done. Under any other version an array is one `-32600`.
+  invalid entries), once all are done. Each entry is checked as a line alone is, a request
+  holding a lone surrogate or nested too deep getting its own `-32602`, so the batch's other
+  entries are still answered. Under any other version an array is one `-32600`.
 
 Blank lines are ignored. Nothing the host sends ends the process: only stdin's EOF does.
 
@@ -49,7 +56,7 @@ import pydantic_core
 from mcp.shared.message import SessionMessage
 
 from emceepee_cli.core import spool
-from emceepee_cli.server import host_input
+from emceepee_cli.server import host_answers, host_input
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +140,9 @@ class HostWire:
             return
         if isinstance(message, types.JSONRPCRequest) and await self._refused(raw, message.id, message.params):
             return
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            await self._pass_answer(host_answers.checked(raw, message), to_server)
+            return
         self._note(message)
         await to_server.send(SessionMessage(message))
 
@@ -149,35 +159,53 @@ class HostWire:
         message = f"Parse error: a line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB was dropped"
         await self.send_error(None, types.PARSE_ERROR, message)
 
+    async def _pass_answer(
+        self,
+        answer: types.JSONRPCMessage | None,
+        to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception],
+    ) -> None:
+        if answer is not None:
+            await to_server.send(SessionMessage(answer))
+
     async def _rejected(
         self, raw: bytes, to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
     ) -> None:
         try:
             doc = pydantic_core.from_json(raw)
         except ValueError as exc:
-            if not await self._lenient(raw):
+            if not await self._lenient(raw, to_server):
                 await self.send_error(None, types.PARSE_ERROR, f"Parse error: {exc}")
             return
         if isinstance(doc, list):
-            await self._batch(doc, to_server)
+            await self._batch(raw, doc, to_server)
             return
-        error = _invalid(doc)
-        if error is not None:
-            await self._write(_dump(error))
+        if host_answers.is_answer(doc):
+            await self._pass_answer(host_answers.answer(raw, doc), to_server)
+            return
+        await self._write(_dump(_invalid(doc)))
 
-    async def _lenient(self, raw: bytes) -> bool:
+    async def _lenient(
+        self, raw: bytes, to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
+    ) -> bool:
         """A line the SDK's parser refused that `json` reads: a request holding a lone surrogate or
-        nested too deep is answered with its own id (its host could not match a parse error to it)."""
+        nested too deep is answered with its own id (its host could not match a parse error to
+        it), an answer of the host's fails the request it answers, and a batch is taken apart."""
         try:
             doc = host_input.lenient(raw)
         except ValueError:
             return False
-        if not (isinstance(doc, dict) and _valid_id(doc.get("id")) and isinstance(doc.get("method"), str)):
+        if isinstance(doc, list):
+            await self._batch(raw, doc, to_server)
+            return True
+        if not (isinstance(doc, dict) and _valid_id(doc.get("id"))):
             return False
-        return await self._refused(raw, doc["id"], doc.get("params"))
+        if host_answers.is_answer(doc):
+            await self._pass_answer(host_answers.answer(raw, doc), to_server)
+            return True
+        return isinstance(doc.get("method"), str) and await self._refused(raw, doc["id"], doc.get("params"))
 
     async def _batch(
-        self, items: list[Any], to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
+        self, raw: bytes, items: list[Any], to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
     ) -> None:
         if not items or self.protocol != BATCH_VERSION:
             why = "an empty batch" if not items else _no_batches(self.protocol)
@@ -185,14 +213,10 @@ class HostWire:
             return
         batch, messages = _Batch(), []
         for item in items:
-            try:
-                message = types.jsonrpc_message_adapter.validate_python(item, by_name=False)
-            except pydantic.ValidationError:
-                message = None
-            if message is None or (isinstance(message, types.JSONRPCNotification) and "id" in item):
-                error = _invalid(item) if message is None else _error(None, "Invalid Request: bad 'id'")
-                if error is not None:
-                    batch.replies.append(_dump(error))
+            reply, message = _entry(raw, item)
+            if reply is not None:
+                batch.replies.append(_dump(reply))
+            if message is None:
                 continue
             if isinstance(message, types.JSONRPCRequest):
                 batch.waiting.add(message.id)
@@ -389,13 +413,33 @@ def _valid_id(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _invalid(doc: object) -> types.JSONRPCError | None:
-    """The error for JSON that is not a valid message; None for a malformed response (dropped)."""
+def _entry(raw: bytes, item: object) -> tuple[types.JSONRPCError | None, types.JSONRPCMessage | None]:
+    """One entry of the batch `raw`, as a line alone would be taken: the error it is answered with
+    at once, and the message the server is handed (an answer's, perhaps its request's failure)."""
+    if host_answers.is_answer(item):
+        assert isinstance(item, dict)
+        return None, host_answers.answer(raw, item)
+    try:
+        message = types.jsonrpc_message_adapter.validate_python(item, by_name=False)
+    except pydantic.ValidationError:
+        return _invalid(item), None
+    if isinstance(message, types.JSONRPCNotification) and isinstance(item, dict) and "id" in item:
+        return _error(None, "Invalid Request: bad 'id'"), None
+    if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification):
+        wrong = host_input.fault(raw, message.params)
+        if wrong is not None and isinstance(message, types.JSONRPCRequest):
+            log.warning("refused request %s in a batch: %s", json.dumps(message.id)[:100], wrong)
+            return _error(message.id, f"Invalid params: {wrong}", types.INVALID_PARAMS), None
+        if wrong is not None:  # nobody to answer: as a notification the server could not read
+            log.warning("dropped notification %s in a batch: %s", message.method[:100], wrong)
+            return None, None
+    return None, message
+
+
+def _invalid(doc: object) -> types.JSONRPCError:
+    """The error for JSON that is not a valid message (an answer is taken by `host_answers`)."""
     if not isinstance(doc, dict):
         return _error(None, "Invalid Request: a message must be a JSON object")
-    if "method" not in doc and ("result" in doc or "error" in doc):
-        log.warning("dropped a malformed response from the host (id %s)", json.dumps(doc.get("id"))[:100])
-        return None
     request_id = doc.get("id")
     return _error(request_id if _valid_id(request_id) else None, f"Invalid Request: {_why(doc)}")
 

@@ -140,7 +140,9 @@ async def test_every_bad_line_gets_its_json_rpc_error_and_serve_keeps_serving(co
 
             [bad] = await host.after(bytes(b for b in range(256) if b != 10) * 40 + b"\n")
             error(bad, PARSE_ERROR)
-            [bad] = await host.after(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+            [bad] = await host.after(b"[" * 100_000 + b"]" * 100_000 + b"\n")  # JSON, however deep: a batch
+            assert "batches are not part of MCP" in error(bad, INVALID_REQUEST)
+            [bad] = await host.after(b"[" * 100_000 + b"]" * 99_999 + b"\n")
             assert "recursion" in error(bad, PARSE_ERROR)
             nested = b'{"jsonrpc": "2.0", "id": 44, "method": "tools/call", "params": {"a": ' + b"[" * 5000
             [bad] = await host.after(nested + b"]" * 5000 + b"}}\n")
