@@ -73,9 +73,16 @@ class ServerChanges:
         self.runtime = runtime
         self.defaults = defaults
         self.awaiting: dict[str, str] = {}  # server name -> request id of its change awaiting approval
+        self._settling: set[anyio.CancelScope] = set()  # the jobs waiting for a person's answer
 
     def __repr__(self) -> str:
         return f"<ServerChanges {self.defaults.model_adds_servers} awaiting={list(self.awaiting)}>"
+
+    def stop(self) -> None:
+        """serve stops: every change still waiting for approval ends unmade (its question is
+        rejected), so nothing keeps serve from exiting."""
+        for scope in self._settling:
+            scope.cancel()
 
     async def add(self, spec: ServerSpec, persist: bool, timeout_ms: int | None = None) -> dict[str, Any]:
         self._refuse_if_denied("add_server", spec.name, f"emceepee servers add {spec.name} -- <command>")
@@ -161,16 +168,24 @@ class ServerChanges:
         self.awaiting[change.name] = request_id
 
         async def settle() -> None:  # not the model's call: its timeout must not withdraw the question
+            scope = anyio.CancelScope()
+            self._settling.add(scope)
             try:
-                change.row = await self.questions.wait(question)
-                if change.row["status"] == "accepted":
-                    change.done = await change.make()
+                with scope:
+                    change.row = await self.questions.wait(question)
+                    if change.row["status"] == "accepted":
+                        change.done = await change.make()
+                if scope.cancelled_caught:
+                    change.error = EmceepeeError(
+                        f"{change.tool}('{change.name}') was not made: emceepee stopped."
+                    )
             except EmceepeeError as exc:
                 change.error = exc
             except Exception as exc:  # the model must hear that the approved change failed, and why
                 change.error = EmceepeeError(f"{change.tool}('{change.name}') failed: {exc!r}")
                 raise
             finally:
+                self._settling.discard(scope)
                 self.awaiting.pop(change.name, None)
                 change.finished.set()
                 if change.detached:

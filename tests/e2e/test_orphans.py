@@ -113,6 +113,30 @@ async def test_closing_stdin_while_an_approval_waits_exits_at_once(
     assert question["request_id"] not in run_cli("pending", "--json").stdout
 
 
+async def test_closing_stdin_while_an_add_server_approval_waits_exits_at_once(
+    tmp_path: Path, emceepee_home: Path
+) -> None:
+    """The model's add_server waits for a person (its own job, not a call): closing stdin still
+    ends serve at once, the change unmade and its question no longer pending."""
+    config = write_config(tmp_path / "config.toml", hostile_table("plain"))
+    async with serve(config) as running:
+        with anyio.fail_after(30):
+            await running.host.tool("list_tools", {})
+            assert await running.call("plain", "echo", text="first") == "first"
+            added = await running.host.tool(
+                "add_server", {"name": "later", "command": "/bin/true", "persist": True, "timeout_ms": 10}
+            )
+        assert added["approval"]["status"] == "pending"
+        took = await closed_and_timed(running)
+    print(f"stdin EOF with an add_server approval pending: serve exited in {took:.2f} s")
+    assert running.process.returncode == 0
+    assert took <= EXIT_BOUND_S
+    pending = run_cli("pending", "--json")
+    assert pending.returncode == 0, pending.stderr
+    assert added["approval"]["request_id"] not in pending.stdout
+    assert "later" not in (tmp_path / "config.toml").read_text()
+
+
 async def test_closing_stdin_during_start_up_stops_a_setsid_grandchild_in_time(
     tmp_path: Path, emceepee_home: Path
 ) -> None:
