@@ -22,6 +22,7 @@ the model is told the request id and how a person approves, and hears the outcom
 from __future__ import annotations
 
 import shlex
+import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,9 @@ from typing import Any
 import anyio
 
 from emceepee_cli.config import Defaults, ServerSpec
+from emceepee_cli.core.environment import backend_env
 from emceepee_cli.core.events import Events
+from emceepee_cli.core.importing import looks_secret
 from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.core.servers import Servers
@@ -230,17 +233,37 @@ def outcome(change: Change, request_id: str) -> dict[str, Any]:
 
 
 def described(spec: ServerSpec) -> dict[str, Any]:
-    """What a person must see to approve starting or stopping `spec`: exactly what runs, and only
-    the names of its env and headers (their values may be secrets)."""
+    """What a person must see to approve starting or stopping `spec`: exactly what runs — the
+    executable its PATH finds, its args, cwd and env (a value can change what runs: PATH,
+    NODE_OPTIONS, UV_INDEX_URL…), a value that looks like a secret hidden — and only the names of a
+    remote server's headers."""
     if spec.url is not None:
         return {"name": spec.name, "url": spec.url, "header_names": sorted(spec.headers)}
     return {
         "name": spec.name,
         "command": spec.command,
+        "executable": executable(spec),
         "args": list(spec.args),
         "cwd": spec.cwd,
         "env_names": sorted(spec.env),
+        "env": shown_env(spec.env),
     }
+
+
+def shown_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` as a person may see it: `${VAR}` as written (never expanded), a secret-looking value
+    replaced by its length."""
+    return {
+        name: f"<hidden: {len(value)} characters>" if looks_secret(name, value) else value
+        for name, value in sorted(env.items())
+    }
+
+
+def executable(spec: ServerSpec) -> str | None:
+    """The program `spec.command` names on the PATH the backend would get (its own env's PATH
+    wins), or None if there is none there."""
+    path = spec.env.get("PATH", backend_env({}).get("PATH"))
+    return shutil.which(spec.command or "", path=path)
 
 
 def runs(spec: ServerSpec, verb: str = "run") -> str:
@@ -250,10 +273,14 @@ def runs(spec: ServerSpec, verb: str = "run") -> str:
         headers = f" with headers {', '.join(sorted(spec.headers))}" if spec.headers else ""
         return f"{'connect' if verb == 'run' else 'connects'} to {visible(spec.url)}{visible(headers)}"
     line = f"{verb}: {visible(shlex.join([spec.command or '', *spec.args]))}"
+    found = executable(spec)
+    if found != spec.command:
+        line += f" ({visible(spec.command or '')} is {visible(found) if found else 'not found on its PATH'})"
     if spec.cwd:
         line += f" in {visible(spec.cwd)}"
     if spec.env:
-        line += f", with environment variables {visible(', '.join(sorted(spec.env)))}"
+        pairs = ", ".join(f"{name}={value}" for name, value in shown_env(spec.env).items())
+        line += f", with environment variables {visible(pairs)}"
     return line
 
 

