@@ -260,14 +260,14 @@ def check_approval(row: PendingRow, given: Given, json: bool) -> None:
 def check_not_under_serve(journal: Journal, row: PendingRow) -> None:
     """A terminal that a program emceepee runs has made (a backend, or what it ran: the model's
     reach, a pty included) is not a person's: an approval is never accepted from under a `serve`."""
-    serve = journal.serve_above(os.getpid())
-    if serve is None:
+    why = journal.under_serve(os.getpid())
+    if why is None:
         return
     rid = row["request_id"]
     raise UsageError(
-        f"Approval {rid} cannot be accepted here: this command runs under emceepee serve (pid "
-        f"{serve['pid']}), started by a program emceepee runs, which is the model's reach, not a "
-        "person's. Nothing was answered; it is still pending.",
+        f"Approval {rid} cannot be accepted here: {why}, so it may have been started by a program "
+        "emceepee runs, which is the model's reach, not a person's. Nothing was answered; it is still "
+        "pending.",
         hint=f"Run `emceepee answer {rid}` in a terminal of your own (or accept it in your MCP client); "
         f"`emceepee answer {rid} --decline` declines it from anywhere.",
     )

@@ -86,15 +86,20 @@ class Instances:
         rows = list(self.db.table("instances").rows_where("instance_id = ?", [instance_id]))
         return cast(InstanceRow, rows[0]) if rows else None
 
-    def serve_above(self, pid: int) -> InstanceRow | None:
-        """The live `serve` that process `pid` descends from (a backend it started, or anything such a
-        backend ran), or None. A program emceepee runs is the model's reach, never a person's."""
+    def under_serve(self, pid: int) -> str | None:
+        """Why process `pid` may descend from a live `serve` (a backend it started, or anything such a
+        backend ran: the model's reach, never a person's), or None if it does not. Too many processes
+        above it to look through counts as under one."""
         above = proc.ancestors(pid)
+        if len(above) >= proc.MAX_ANCESTORS:
+            deep = proc.MAX_ANCESTORS
+            return f"it runs under more than {deep} processes, too many to tell whether one is a serve"
         if not above:
             return None
         marks = ",".join("?" * len(above))
         rows = self._rows(f"SELECT * FROM instances WHERE stopped_at IS NULL AND pid IN ({marks})", above)
-        return next((inst for inst in map(as_instance, rows) if self.instance_alive(inst)), None)
+        serve = next((inst for inst in map(as_instance, rows) if self.instance_alive(inst)), None)
+        return None if serve is None else f"it runs under emceepee serve (pid {serve['pid']})"
 
     def dead_instances(self) -> list[InstanceRow]:
         sql = (

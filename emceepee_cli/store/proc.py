@@ -20,6 +20,7 @@ from pathlib import Path
 
 PS_TIMEOUT_S = 2.0
 MAX_ANCESTORS = 64
+PS = "/bin/ps"  # the system's, by its path: a `ps` earlier on PATH could say anything
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
@@ -68,7 +69,7 @@ def _parent(pid: int) -> int | None:
         return None
     try:
         done = subprocess.run(
-            ["ps", "-o", "ppid=", "-p", str(pid)],
+            [PS, "-o", "ppid=", "-p", str(pid)],
             check=False,
             capture_output=True,
             text=True,
@@ -115,7 +116,7 @@ def _boot_id() -> str:
 def _ps_start(pid: int) -> str | None:
     try:
         done = subprocess.run(
-            ["ps", "-o", "stat=", "-o", "lstart=", "-p", str(pid)],
+            [PS, "-o", "stat=", "-o", "lstart=", "-p", str(pid)],
             check=False,
             capture_output=True,
             text=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shlex
 import socket
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from tests.cli.inproc import cli
 from tests.support import Terminal, run_cli
 
 INSTANCE = "01INSTANCE"
+FAKE_TTY = Path(__file__).parents[1] / "backends" / "fake_tty.py"  # a terminal a program makes, typing y
 FORM = "01FORM00000000000000000000"
 URL_Q = "01URL000000000000000000000"
 SAMPLE = "01SAMPLE000000000000000000"
@@ -529,6 +531,30 @@ def test_at_a_terminal_an_approval_shows_the_call_then_only_y_accepts_it(
     row = stored(journal, APPROVAL)
     assert (row["status"], row["answered_by"]) == ("accepted", "cli")
     assert stored(journal, "01APPROVALNO00000000000000")["status"] == "declined"
+
+
+def test_a_terminal_under_more_processes_than_can_be_looked_through_never_accepts_an_approval(
+    journal: Journal, owner_beside: None
+) -> None:
+    """Nesting past the number of processes `answer` looks through (to hide a serve above them)
+    fails closed: the approval stays pending."""
+    ask_approval(journal)
+    answer = shlex.join([sys.executable, "-m", "emceepee_cli", "answer", APPROVAL])
+    nested = (
+        f"f() {{ if [ $1 -gt 0 ]; then (f $(($1 - 1))); else {answer}; fi; }}; f {proc.MAX_ANCESTORS + 5}"
+    )
+    done = subprocess.run(
+        [sys.executable, str(FAKE_TTY), "bash", "-c", nested],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"it runs under more than {proc.MAX_ANCESTORS} processes" in done.stdout
+    assert "Allow? [y/N]" not in done.stdout
+    assert stored(journal, APPROVAL)["status"] == "pending"
 
 
 def test_at_a_terminal_under_a_serve_an_approval_is_never_accepted(journal: Journal) -> None:
