@@ -520,6 +520,8 @@ def test_a_bad_policy_is_a_problem(policy_field: str) -> None:
         ("dotted.name", "use 1-64 letters"),
         ("x" * 65, "use 1-64 letters"),
         ("git__hub", "'__' is reserved"),
+        ("emceepee", "emceepee's own questions"),
+        ("EmceePee", "emceepee's own questions"),
     ],
 )
 def test_a_bad_server_name_is_a_problem(name: str, reason: str) -> None:

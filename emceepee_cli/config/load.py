@@ -35,6 +35,8 @@ from emceepee_cli.errors import ConfigError
 
 TOP_LEVEL = ("defaults", "servers")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
+RESERVED_NAME = "emceepee"  # the `server` of emceepee's own questions (core/server_changes.py)
+
 # Always fullmatch: `$` in a match() would let "abc\n" through, and a name becomes a file name.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 PERMISSION_HINT = "Check the file's permissions, or point EMCEEPEE_CONFIG at another file."
@@ -277,6 +279,8 @@ def _check_shape(table: Mapping[str, object], r: _Reader) -> None:
 def _name_problems(name: str) -> list[str]:
     if not _NAME.fullmatch(name):
         return ["bad name: use 1-64 letters, digits, '_' or '-', starting with a letter or digit"]
+    if name.lower() == RESERVED_NAME:
+        return [f"bad name: '{name}' is reserved (emceepee's own questions, such as approvals, carry it)"]
     return ["bad name: '__' is reserved (it joins server and tool names)"] if "__" in name else []
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 
 from emceepee_cli.config import Defaults, ServerSpec
+from emceepee_cli.config.load import RESERVED_NAME
 from emceepee_cli.core.environment import backend_env
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.importing import looks_secret
@@ -39,7 +40,7 @@ from emceepee_cli.core.servers import Servers
 from emceepee_cli.errors import EmceepeeError, UsageError
 from emceepee_cli.store.records import Kind, PendingRow
 
-OWN = "emceepee"  # the `server` of emceepee's own questions: no backend asks them
+OWN = RESERVED_NAME  # the `server` of emceepee's own questions: no backend may be named so
 PEOPLE = ("host", "cli")  # who may accept a change: a person, in the host or at a terminal
 EMPTY_FORM = {"type": "object", "properties": {}}
 KEY = "[defaults] model_adds_servers"

@@ -291,3 +291,16 @@ async def test_the_approval_shows_what_the_backends_path_finds_and_env_values_th
     assert arguments["executable"] == f"{evil}/uvx"
     assert arguments["env"]["EXFIL"] == f"<hidden: {len(HIDDEN)} characters>"
     assert HIDDEN not in json.dumps(shown) and not (tmp_path / "ran").exists()
+
+
+async def test_a_backend_cannot_be_named_as_emceepees_own_questions_are(tmp_path: Path) -> None:
+    """`emceepee` names the server of emceepee's own approvals: no backend may take it, so none
+    can ask a question that passes for one of them."""
+    config = write_config(tmp_path / "config.toml", '[defaults]\nmodel_adds_servers = "allow"\n')
+    async with serving(config) as client:
+        with anyio.fail_after(30):
+            await until_ready(client)
+            added = await client.call_tool("add_server", {"name": "emceepee", "command": sys.executable})
+            servers = payload(await client.call_tool("list_servers", {}))["servers"]
+    assert added.is_error and "'emceepee' is reserved" in texts(added)[0]
+    assert servers == [] and load_config(config).servers == {}
