@@ -28,7 +28,7 @@ from emceepee_cli.clock import now_iso
 from emceepee_cli.errors import JournalError, NotFound
 from emceepee_cli.ids import resolve_prefix
 from emceepee_cli.redact import redact
-from emceepee_cli.store import pages
+from emceepee_cli.store import pages, proc
 from emceepee_cli.store.db import check_writable, connect, file_id, in_memory, mapped
 from emceepee_cli.store.events import EventLog
 from emceepee_cli.store.instances import ORPHANED, Instances, owns_by_mistake
@@ -333,9 +333,14 @@ class Journal(EventLog, Instances, Recovery, Retention, Steps):
             "SELECT i.*, s.server AS spawned_server, s.pid AS spawned_pid, s.start_time AS spawned_start,"
             " s.spawned_at FROM spawned s JOIN instances i USING (instance_id)"
         )
-        dead = []
+        dead, stale = [], []
         for row in rows:  # the instance's own columns, as instance_alive reads them
-            if row["machine"] == socket.gethostname() and not self.instance_alive(cast(Any, row)):
+            if row["machine"] != socket.gethostname():
+                continue
+            if proc.other_boot(row.get("proc_start")):  # its processes died with that boot: a pid and
+                stale.append((row["instance_id"], row["spawned_pid"]))  # start tick now name another
+                continue
+            if not self.instance_alive(cast(Any, row)):
                 dead.append(
                     SpawnedRow(
                         instance_id=row["instance_id"],
@@ -345,4 +350,6 @@ class Journal(EventLog, Instances, Recovery, Retention, Steps):
                         spawned_at=row["spawned_at"],
                     )
                 )
+        for instance_id, pid in stale:
+            self.forget_spawned(instance_id, pid)
         return dead

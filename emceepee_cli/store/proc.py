@@ -106,6 +106,15 @@ def _proc_stat(pid: int) -> str | None:
         return None
 
 
+def other_boot(recorded: str | None) -> bool:
+    """True when `recorded` (a `start_time` token) was taken before this machine last booted:
+    no process it names can still run, whatever pid and clock ticks a new one has."""
+    if recorded is None or not recorded.startswith("linux:"):
+        return False
+    boot = recorded.split(":")[1]
+    return boot not in ("?", _boot_id())
+
+
 def _boot_id() -> str:
     try:
         return _BOOT_ID.read_text().strip()

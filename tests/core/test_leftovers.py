@@ -39,3 +39,27 @@ def test_leftovers_are_stopped_only_when_pid_and_start_time_match_and_the_owner_
             process.kill()
             process.wait()
         journal.close()
+
+
+def test_what_an_instance_of_an_earlier_boot_left_is_forgotten_never_signalled(emceepee_home: Path) -> None:
+    """After a reboot a new process can have a recorded pid and the same clock ticks since boot: a
+    row whose instance started in another boot names nothing that still runs, so it is dropped."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    journal = Journal()
+    try:
+        journal.register_instance("before-reboot")
+        journal.stop_instance("before-reboot")
+        journal.db.execute(
+            "UPDATE instances SET proc_start = ? WHERE instance_id = ?",
+            ["linux:00000000-0000-0000-0000-000000000000:12345", "before-reboot"],
+        )
+        start = procs.identify(sleeper.pid).start
+        assert start is not None
+        journal.add_spawned("before-reboot", "h", sleeper.pid, start)  # same pid, same ticks
+        assert leftovers.reap(journal) == 0
+        assert sleeper.poll() is None, "a process of this boot is not what an earlier boot left"
+        assert list(journal.db["spawned"].rows) == []
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        journal.close()
