@@ -1,7 +1,13 @@
-"""Start-up on a data folder serve cannot write, over the real `emceepee serve` process: a fresh
-install whose data folder is read-only gets answers from memory, every reply says which folder and
-the command that fixes it, and nothing is written there (no logs folder, no key, no spool file, no
-journal).
+"""Start-up on a data folder serve cannot write, and the processes serve adopts, over the real
+`emceepee serve` process:
+
+- a fresh install whose data folder is read-only: serve answers from memory, every reply says
+  which folder and the command that fixes it, and nothing is written there (no logs folder, no
+  key, no spool file, no journal);
+- an orphan a backend leaves that exits before serve's next scan is reaped (no zombie stays under
+  serve), and a backend's own exit code is still the one reported;
+- a process serve adopted without knowing which backend left it is named truly by the CLI that
+  stops it after a `kill -9` of serve.
 
 The read-only folder binds emceepee as it binds a user on their own 0500 folder: as root (these
 tests often run as root), serve runs behind tests/support.py's AS_OWNER_PREFIX.
@@ -16,17 +22,32 @@ from typing import Any
 import anyio
 import pytest
 
+from emceepee_cli.core import procs
 from emceepee_cli.core.spool import BUDGET_ENV
+from tests.e2e import test_backend_processes as processes
 from tests.e2e import test_journal_faults as journal_faults
 from tests.e2e.test_journal_start_faults import call
+from tests.e2e.test_orphans import (
+    cleaned_up,
+    closed_and_timed,
+    spawned_rows,
+    until,
+    until_journaled,
+    until_written,
+)
 from tests.support import (
     AS_OWNER_PREFIX,
     example_table,
+    hostile_table,
+    run_cli,
     serve_command,
     write_config,
 )
 
 pytestmark = pytest.mark.anyio
+needs_proc = pytest.mark.skipif(not procs.HAVE_PROC, reason="needs /proc to follow processes by pid")
+
+SCANS_S = 15.0  # serve looks below itself once a second; generous for a loaded machine
 
 
 async def test_a_fresh_install_whose_data_folder_is_read_only_serves_from_memory_and_says_how_to_fix_it(
@@ -82,3 +103,84 @@ async def test_a_fresh_install_whose_data_folder_is_read_only_serves_from_memory
     assert f"the backends' stderr logs {data / 'logs'}" in run.log and f"chmod u+w {data}" in run.log
     assert "The install key" in run.log and "signs its tokens with a key of its own" in run.log
     assert left == []  # nothing was written there
+
+
+def zombies_below(pid: int) -> list[int]:
+    """The children of `pid` (of any of its threads) that have exited and that nobody has reaped."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:  # the thread ended
+            continue
+        for child in children:
+            info = procs.stat(int(child))
+            if info is not None and info.state == "Z":
+                found.append(int(child))
+    return found
+
+
+@needs_proc
+async def test_an_orphan_that_exits_between_two_scans_is_reaped_and_backends_keep_their_exit_codes(
+    tmp_path: Path,
+) -> None:
+    quick, dying = tmp_path / "quick.pid", tmp_path / "dying.pid"
+    config = write_config(
+        tmp_path / "config.toml",
+        hostile_table("orphaner", "--quick-orphan", str(quick)),
+        # leaves an orphan and exits at once, at every start: its exit and the orphan's come together
+        hostile_table("dier", "--quick-orphan", str(dying), "--exit-at-start", "5"),
+    )
+    async with processes.serve(config) as running:
+        serve_pid = running.process.pid
+        with anyio.fail_after(30):
+            await running.host.tool("list_tools", {"server": "orphaner"})
+            assert await running.call("orphaner", "echo", text="hello") == "hello"
+            orphan = await until_written(quick)
+            await until_written(dying)
+            died_at_start = await running.call("dier", "echo", text="x")
+        with anyio.fail_after(SCANS_S):  # the old code left each one a zombie until serve exited
+            await until(lambda: not zombies_below(serve_pid) and not Path(f"/proc/{orphan}").exists())
+        with anyio.fail_after(30):
+            died = await running.call("orphaner", "die", code=7)
+            servers = {s["name"]: s for s in (await running.host.tool("list_servers", {}))["servers"]}
+        await closed_and_timed(running)
+
+    assert "exit code 5" in died_at_start, died_at_start
+    assert "exit code 7" in died, died
+    assert "exit code 5" in servers["dier"]["last_error"], servers
+    assert running.process.returncode == 0
+    assert "Unknown child process" not in running.stderr.decode(errors="replace")  # asyncio lost none
+
+
+@needs_proc
+async def test_a_process_adopted_from_no_known_backend_is_named_truly_when_the_cli_stops_it(
+    tmp_path: Path, emceepee_home: Path
+) -> None:
+    escaped = tmp_path / "escaped.pid"
+    config = write_config(tmp_path / "config.toml", hostile_table("leaver", "--setsid-orphan", str(escaped)))
+    async with processes.serve(config) as running:
+        serve_pid = running.process.pid
+        with anyio.fail_after(30):
+            await running.host.tool("list_tools", {})
+            backend = procs.identify(int(await running.call("leaver", "pid")))
+            assert await running.call("leaver", "echo", text="hello") == "hello"
+            orphan = procs.identify(await until_written(escaped))
+            await until_journaled(emceepee_home, orphan)
+        rows = spawned_rows(emceepee_home)
+        running.process.kill()
+        await running.process.wait()
+    with cleaned_up(backend, orphan):
+        with anyio.fail_after(processes.STOP_BOUND_S):
+            await processes.gone(backend)  # the parent-death signal
+        assert orphan.running()  # setsid, SIGTERM ignored: only the journal remembers it
+        listed = run_cli("tasks", "list")
+        with anyio.fail_after(processes.STOP_BOUND_S):
+            await processes.gone(orphan)
+
+    assert ("", orphan.pid, orphan.start) in rows  # no backend is known for it
+    assert listed.returncode == 0, listed.stderr
+    said = f"stopped pid {orphan.pid}: a process left by a backend of serve pid {serve_pid}, which is dead"
+    assert said in listed.stderr, listed.stderr
+    assert "backend ''" not in listed.stderr
+    assert spawned_rows(emceepee_home) == []
