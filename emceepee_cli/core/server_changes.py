@@ -73,6 +73,7 @@ class ServerChanges:
         self.runtime = runtime
         self.defaults = defaults
         self.awaiting: dict[str, str] = {}  # server name -> request id of its change awaiting approval
+        self._settling: set[anyio.CancelScope] = set()  # the background waits for approvals
 
     def __repr__(self) -> str:
         return f"<ServerChanges {self.defaults.model_adds_servers} awaiting={list(self.awaiting)}>"
@@ -110,6 +111,11 @@ class ServerChanges:
             return await self.servers.remove_server(name)
 
         return await self._gated(Change("remove_server", name, make), message, described(spec), timeout_ms)
+
+    def stop(self) -> None:
+        """serve stops: no approval is waited for any longer; each question is withdrawn."""
+        for scope in list(self._settling):
+            scope.cancel()
 
     # ---- the gate ----------------------------------------------------------------------------
 
@@ -162,8 +168,13 @@ class ServerChanges:
 
         async def settle() -> None:  # not the model's call: its timeout must not withdraw the question
             try:
-                change.row = await self.questions.wait(question)
-                if change.row["status"] == "accepted":
+                with anyio.CancelScope() as waiting:  # but serve stopping does (`stop`)
+                    self._settling.add(waiting)
+                    try:
+                        change.row = await self.questions.wait(question)
+                    finally:
+                        self._settling.discard(waiting)
+                if change.row is not None and change.row["status"] == "accepted":
                     change.done = await change.make()
             except EmceepeeError as exc:
                 change.error = exc

@@ -113,6 +113,7 @@ class Services:
         """Stop the watcher and every backend; calls still running end as interrupted, saying `why`."""
         self.watcher.stop()
         self.descendants.stop()
+        self.changes.stop()
         self.tasks.stop_all(why)
         self.servers.stop_all()
 

@@ -1,5 +1,5 @@
-"""Start-up on a data folder serve cannot write, and the processes serve adopts, over the real
-`emceepee serve` process:
+"""Start-up on a data folder serve cannot write, the processes serve adopts, and a host that goes
+away while an approval waits, over the real `emceepee serve` process:
 
 - a fresh install whose data folder is read-only: serve answers from memory, every reply says
   which folder and the command that fixes it, and nothing is written there (no logs folder, no
@@ -7,7 +7,8 @@
 - an orphan a backend leaves that exits before serve's next scan is reaped (no zombie stays under
   serve), and a backend's own exit code is still the one reported;
 - a process serve adopted without knowing which backend left it is named truly by the CLI that
-  stops it after a `kill -9` of serve.
+  stops it after a `kill -9` of serve;
+- `add_server` waiting for a person's approval does not hold serve up when the host closes stdin.
 
 The read-only folder binds emceepee as it binds a user on their own 0500 folder: as root (these
 tests often run as root), serve runs behind tests/support.py's AS_OWNER_PREFIX.
@@ -16,6 +17,7 @@ tests often run as root), serve runs behind tests/support.py's AS_OWNER_PREFIX.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from tests.e2e import test_backend_processes as processes
 from tests.e2e import test_journal_faults as journal_faults
 from tests.e2e.test_journal_start_faults import call
 from tests.e2e.test_orphans import (
+    EXIT_BOUND_S,
     cleaned_up,
     closed_and_timed,
     spawned_rows,
@@ -37,6 +40,7 @@ from tests.e2e.test_orphans import (
 )
 from tests.support import (
     AS_OWNER_PREFIX,
+    HOSTILE,
     example_table,
     hostile_table,
     run_cli,
@@ -184,3 +188,19 @@ async def test_a_process_adopted_from_no_known_backend_is_named_truly_when_the_c
     assert said in listed.stderr, listed.stderr
     assert "backend ''" not in listed.stderr
     assert spawned_rows(emceepee_home) == []
+
+
+async def test_closing_stdin_while_an_add_server_approval_waits_exits_at_once(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.toml", hostile_table("plain"))
+    added = {"name": "extra", "command": sys.executable, "args": [str(HOSTILE)], "timeout_ms": 300}
+    async with processes.serve(config) as running:
+        with anyio.fail_after(30):
+            await running.host.tool("list_tools", {})
+            assert await running.call("plain", "echo", text="first") == "first"
+            waiting = await running.host.tool("add_server", added)
+        took = await closed_and_timed(running)  # the old code waited for the approval's expiry
+    print(f"stdin EOF with an add_server approval pending: serve exited in {took:.2f} s")
+    assert waiting["approval"]["status"] == "pending", waiting
+    assert running.process.returncode == 0
+    assert took <= EXIT_BOUND_S
+    assert waiting["approval"]["request_id"] not in run_cli("pending", "--json").stdout
