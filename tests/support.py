@@ -190,6 +190,7 @@ class RawHost:
         self.process = process
         self.buffer = b""
         self.next_id = 0
+        self.heard: list[dict[str, Any]] = []  # what serve sent that was no reply (notifications, requests)
 
     async def initialize(self) -> None:
         await self.send(
@@ -228,6 +229,8 @@ class RawHost:
             message = json.loads(line)
             if message.get("id") == request_id:
                 return message["result"]
+            if "method" in message:
+                self.heard.append(message)
 
 
 async def until_event(client: Client, wanted: str, task_id: str) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""Start-up on a data folder serve cannot write, the processes serve adopts, and a host that goes
-away while an approval waits, over the real `emceepee serve` process:
+"""Start-up on a data folder serve cannot write, the processes serve adopts, and a host waiting on
+an approval, over the real `emceepee serve` process:
 
 - a fresh install whose data folder is read-only: serve answers from memory, every reply says
   which folder and the command that fixes it, and nothing is written there (no logs folder, no
@@ -8,7 +8,8 @@ away while an approval waits, over the real `emceepee serve` process:
   serve), and a backend's own exit code is still the one reported;
 - a process serve adopted without knowing which backend left it is named truly by the CLI that
   stops it after a `kill -9` of serve;
-- `add_server` waiting for a person's approval does not hold serve up when the host closes stdin.
+- `add_server` waiting for a person's approval sends the host heartbeats when it sent a
+  progressToken, and does not hold serve up when the host closes stdin.
 
 The read-only folder binds emceepee as it binds a user on their own 0500 folder: as root (these
 tests often run as root), serve runs behind tests/support.py's AS_OWNER_PREFIX.
@@ -25,6 +26,7 @@ import anyio
 import pytest
 
 from emceepee_cli.core import procs
+from emceepee_cli.core.calls import HEARTBEAT_ENV
 from emceepee_cli.core.spool import BUDGET_ENV
 from tests.e2e import test_backend_processes as processes
 from tests.e2e import test_journal_faults as journal_faults
@@ -40,6 +42,7 @@ from tests.e2e.test_orphans import (
 )
 from tests.support import (
     AS_OWNER_PREFIX,
+    EXAMPLES,
     HOSTILE,
     example_table,
     hostile_table,
@@ -188,6 +191,38 @@ async def test_a_process_adopted_from_no_known_backend_is_named_truly_when_the_c
     assert said in listed.stderr, listed.stderr
     assert "backend ''" not in listed.stderr
     assert spawned_rows(emceepee_home) == []
+
+
+async def test_add_server_waiting_for_approval_sends_the_host_heartbeats(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.toml", example_table("echo", "echo.py"))
+    env = {**os.environ, HEARTBEAT_ENV: "0.2"}  # not every 10 s
+    added = {
+        "name": "extra",
+        "command": sys.executable,
+        "args": [str(EXAMPLES / "echo.py")],
+        "timeout_ms": 1500,  # no person answers: the call ends with the approval still pending
+    }
+    async with journal_faults.serve(config, env) as run:
+        with anyio.fail_after(30):
+            await journal_faults.start(run)
+            assert (
+                await run.host.tool(
+                    "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "hi"}}
+                )
+            )["content"][0]["text"] == "hi"
+            before = len(run.host.heard)
+            reply = await run.host.send(
+                "tools/call", {"name": "add_server", "arguments": added, "_meta": {"progressToken": "add-1"}}
+            )
+        code = await run.stop()
+
+    progress = [m["params"] for m in run.host.heard[before:] if m["method"] == "notifications/progress"]
+    assert progress, run.host.heard
+    assert {p["progressToken"] for p in progress} == {"add-1"}
+    assert "a person's approval of add_server('extra')" in progress[0]["message"], progress
+    assert [p["progress"] for p in progress] == sorted(p["progress"] for p in progress)
+    assert reply["structuredContent"]["approval"]["status"] == "pending", reply
+    assert code == 0, run.log
 
 
 async def test_closing_stdin_while_an_add_server_approval_waits_exits_at_once(tmp_path: Path) -> None:
