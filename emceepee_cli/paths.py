@@ -56,3 +56,12 @@ def ensure_private_dir(path: Path) -> Path:
     if not path.exists():
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def unwritable_folder(path: Path) -> Path | None:
+    """The folder that keeps this user from creating `path` (or a file beside it): the nearest of
+    its folders that exists, when this user cannot write it; None when it can be written."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return None if os.access(folder, os.W_OK) else folder

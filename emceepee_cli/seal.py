@@ -16,6 +16,7 @@ import hmac
 import json
 import os
 import secrets
+import shlex
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ def install_key(folder: Path | None = None) -> bytes:
     except FileNotFoundError:
         pass
     except OSError as exc:  # the folder cannot be made
-        raise _unusable(path, exc) from exc
+        raise _cannot_make(path, exc) from exc
     key = secrets.token_bytes(KEY_BYTES)
     draft = where / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
     try:
@@ -59,7 +60,7 @@ def install_key(folder: Path | None = None) -> bytes:
     except FileExistsError:  # another process linked its key first: use theirs
         return read_key(path)
     except OSError as exc:  # a full disk, a folder we cannot write
-        raise _unusable(path, exc) from exc
+        raise _cannot_make(path, exc) from exc
     finally:
         with contextlib.suppress(OSError):
             os.unlink(draft)
@@ -85,6 +86,16 @@ def _unusable(path: Path, exc: Exception) -> InstallKeyError:
         hint="Delete it to have emceepee make a new one (tokens signed with the old key stop working), "
         "or make it a file this user can read again.",
     )
+
+
+def _cannot_make(path: Path, exc: OSError) -> InstallKeyError:
+    folder = paths.unwritable_folder(path)
+    if folder is not None:
+        hint = f"chmod u+w {shlex.quote(str(folder))} (emceepee's data folder must be writable by this user)."
+    else:
+        hint = f"Make {path.parent} a folder this user can write, or free space on its disk."
+    why = exc.strerror or exc
+    return InstallKeyError(f"The install key {path} cannot be used: it could not be made ({why}).", hint=hint)
 
 
 def seal(key: bytes, claims: dict[str, Any], prefix: str = "") -> str:

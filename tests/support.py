@@ -108,6 +108,20 @@ def serve_command(config: Path) -> list[str]:
     return [sys.executable, "-m", "emceepee_cli", "serve", "--config", str(config)]
 
 
+# Execs argv[1:] without CAP_DAC_OVERRIDE (1) and CAP_FOWNER (3) when run as root: file modes then
+# bind it as they bind the file's owner. A user who is not root needs nothing dropped.
+AS_OWNER = (
+    "import ctypes, os, sys\n"
+    "if os.geteuid() == 0:\n"
+    "    libc = ctypes.CDLL(None, use_errno=True)\n"
+    "    for cap in (1, 3):\n"
+    "        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP\n"
+    "            raise OSError(ctypes.get_errno(), 'prctl(PR_CAPBSET_DROP)')\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n"
+)
+AS_OWNER_PREFIX = [sys.executable, "-c", AS_OWNER]  # put before a command: it runs bound by file modes
+
+
 def serving(config: Path, **host: Any) -> Client:
     """A host's client for a real `emceepee serve` process, in this test's emceepee home; `host` are
     the client's callbacks (an `elicitation_callback` makes it declare elicitation, and so on)."""
@@ -176,6 +190,7 @@ class RawHost:
         self.process = process
         self.buffer = b""
         self.next_id = 0
+        self.heard: list[dict[str, Any]] = []  # what serve sent that was no reply (notifications, requests)
 
     async def initialize(self) -> None:
         await self.send(
@@ -214,6 +229,8 @@ class RawHost:
             message = json.loads(line)
             if message.get("id") == request_id:
                 return message["result"]
+            if "method" in message:
+                self.heard.append(message)
 
 
 async def until_event(client: Client, wanted: str, task_id: str) -> dict[str, Any]:

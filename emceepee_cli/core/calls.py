@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from emceepee_cli.store.records import FINISHED_TASK, BadTransition, TaskRow, Ta
 log = logging.getLogger(__name__)
 
 PROGRESS_HEARTBEAT_S = 10.0  # while a host waits with a progressToken, it hears from us at least this often
+HEARTBEAT_ENV = "EMCEEPEE_PROGRESS_HEARTBEAT_S"  # a test switch: heartbeats this often instead
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -38,6 +40,7 @@ class Relay:
         self._send: ProgressFn | None = send
         self.last = 0.0
         self.sent_at = time.monotonic()
+        self.every = heartbeat_s()
 
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         if self._send is None:
@@ -53,9 +56,24 @@ class Relay:
     async def heartbeat(self, what: str) -> None:
         started = time.monotonic()
         while True:
-            await anyio.sleep(max(0.0, self.sent_at + PROGRESS_HEARTBEAT_S - time.monotonic()))
-            if time.monotonic() - self.sent_at >= PROGRESS_HEARTBEAT_S:
+            await anyio.sleep(max(0.0, self.sent_at + self.every - time.monotonic()))
+            if time.monotonic() - self.sent_at >= self.every:
                 await self(self.last, None, f"still waiting for {what} ({time.monotonic() - started:.0f} s)")
+
+    async def beside(self, what: str, work: Callable[[], Awaitable[None]]) -> None:
+        """`work`, with a heartbeat naming `what` meanwhile."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.heartbeat, what)
+            await work()
+            tg.cancel_scope.cancel()
+
+
+def heartbeat_s() -> float:
+    value = os.environ.get(HEARTBEAT_ENV, "")
+    try:
+        return max(0.01, float(value)) if value else PROGRESS_HEARTBEAT_S
+    except ValueError:
+        return PROGRESS_HEARTBEAT_S
 
 
 class CallState(StrEnum):

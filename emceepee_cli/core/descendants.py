@@ -12,7 +12,9 @@ to init, and stays in sight. Lifecycle:
   backend's `ProcessInfo.descendants`, which the backend's stop signals too (core/process.py),
   and is journaled (pid and start time, beside the backend's own row in `spawned`): should
   serve die without stopping it (kill -9), the next serve or CLI command does
-  (core/leftovers.py). One seen gone is forgotten; one serve adopted is reaped once it exits.
+  (core/leftovers.py). One seen gone is forgotten; one serve adopted is reaped once it exits,
+  and so is one that exited before any scan saw it alive (procs.reap_orphan: never a backend's
+  own exit, which asyncio collects and emceepee reports).
 - `sweep`: at shutdown, once every backend has stopped, whatever is still below serve (an
   orphan the backend's stop could not find) is stopped, bounded, and forgotten.
 
@@ -105,7 +107,7 @@ class Descendants:
             if backend is not None:
                 below = procs.descendants(pid) or set()
                 found.update(dict.fromkeys(below, backend[0]))
-            elif self.adopting:
+            elif self.adopting and not procs.reap_orphan(pid):  # one that exited: collected, done
                 self._orphan(procs.identify(pid), found)
         self._unplaced &= set(roots)
         return found, roots
@@ -115,6 +117,8 @@ class Descendants:
 
         One never seen before is counted only from the second scan that finds it: until then it
         may be a backend just spawned, whose pid this registry does not hold yet."""
+        if not proc.running():  # exited, its exit not collected yet (a spawn was under way)
+            return
         known = self.seen.get(proc)
         if known is None and proc.pid not in self._unplaced:
             self._unplaced.add(proc.pid)

@@ -17,14 +17,14 @@ import anyio.to_thread
 from emceepee_cli.core import procs
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import SpawnedRow
+from emceepee_cli.store.records import LeftRow
 
 log = logging.getLogger(__name__)
 
 LEFTOVER_GRACE_S = 1.0  # after SIGTERM, before SIGKILL
 
 
-def stop_leftovers(rows: list[SpawnedRow]) -> list[SpawnedRow]:
+def stop_leftovers(rows: list[LeftRow]) -> list[LeftRow]:
     """Stop the rows' processes (blocks, bounded); the rows that are now settled."""
     settled = []
     for row in rows:
@@ -32,16 +32,22 @@ def stop_leftovers(rows: list[SpawnedRow]) -> list[SpawnedRow]:
         if row["start_time"] is not None and proc.running():
             group = {proc} | procs.tree(proc.pid)
             if procs.terminate(group, LEFTOVER_GRACE_S):
-                log.error("could not stop pid %s (backend '%s' of a dead emceepee)", proc.pid, row["server"])
+                log.error("could not stop pid %s (%s)", proc.pid, whose(row))
                 continue
-            log.warning(
-                "stopped pid %s: backend '%s' left running by a dead emceepee (instance %s)",
-                proc.pid,
-                row["server"],
-                row["instance_id"],
-            )
+            log.warning("stopped pid %s: %s", proc.pid, whose(row))
         settled.append(row)
     return settled
+
+
+def whose(row: LeftRow) -> str:
+    """What the journal knows of a leftover process, and no more: a backend's own process and what
+    it started share its name; a process serve adopted without knowing which backend left it has none."""
+    serve = f"serve pid {row['serve_pid']}" if row["serve_pid"] is not None else "serve"
+    if not row["server"]:
+        what = f"a process left by a backend of {serve}"
+    else:
+        what = f"backend '{row['server']}' of {serve}, or a process it started"
+    return f"{what}, which is dead and did not stop it (instance {row['instance_id']})"
 
 
 def reap(journal: Journal) -> int:

@@ -80,7 +80,8 @@ class ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     """asyncio's own protocol, plus word of the exit as soon as the child watcher has it.
 
     `Process.wait()` also waits for every pipe to close, which a grandchild that inherited one
-    can put off forever; the exit itself is what a stop needs to know.
+    can put off forever; the exit itself is what a stop needs to know. Once asyncio has the exit,
+    serve's reaper of adopted orphans may take that pid again (procs.collected).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, limit: int) -> None:
@@ -95,6 +96,8 @@ class ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     def process_exited(self) -> None:
         super().process_exited()
         self.exit_seen.set()
+        if isinstance(self.pipes, asyncio.SubprocessTransport):
+            procs.collected(self.pipes.get_pid())  # asyncio has its exit: a reused pid is no backend
 
 
 async def watch_exit(process: asyncio.subprocess.Process, protocol: ExitProtocol, info: ProcessInfo) -> None:

@@ -7,7 +7,9 @@ the kernel has them, so the check and the signal cannot race). `tree` finds what
 started, including children that left its process group with setsid(), by reading all of
 /proc; `descendants` walks only one tree (its /proc/PID/task/TID/children files), cheap enough
 to run every second (core/descendants.py). `serve` makes itself a child subreaper, so what a
-backend orphans is re-parented to serve, not to init, and stays findable. On Linux a backend is
+backend orphans is re-parented to serve, not to init, and stays findable; serve then collects
+its exit too (`reap_orphan`), but never a backend's own, which asyncio collects and emceepee
+reports (`spawning`, `waited_for`, `collected` keep the two apart). On Linux a backend is
 also spawned with a parent-death signal, so it hears of emceepee's death even when emceepee is
 killed with SIGKILL and never gets to stop it.
 
@@ -22,8 +24,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable
-from contextlib import suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,8 +207,52 @@ def reap_adopted(proc: Proc) -> None:
     found = stat(proc.pid)
     if found is None or found.start != proc.start or found.state != "Z" or found.ppid != os.getpid():
         return
+    if proc.pid in _waited_for:
+        return
     with suppress(ChildProcessError, OSError):
         os.waitpid(proc.pid, os.WNOHANG)
+
+
+def reap_orphan(pid: int) -> bool:
+    """Collect the exit of a child of ours that has exited (a zombie) and whose exit nobody else
+    waits for: an orphan a backend left, adopted by serve and gone before a scan saw it alive.
+    True if it was collected. Never a child asyncio waits for (`waited_for`), and nothing while a
+    spawn is under way (`spawning`: the new child's pid is not known yet): taking such an exit
+    would cost a backend its exit code."""
+    if _spawning or pid in _waited_for:
+        return False
+    found = stat(pid)
+    if found is None or found.state != "Z" or found.ppid != os.getpid():
+        return False
+    try:
+        reaped, _ = os.waitpid(pid, os.WNOHANG)
+    except OSError:  # ChildProcessError: collected meanwhile
+        return False
+    return reaped == pid
+
+
+@contextmanager
+def spawning() -> Iterator[None]:
+    """Around the spawn of a child whose exit asyncio collects, until its pid is `waited_for`."""
+    global _spawning
+    _spawning += 1
+    try:
+        yield
+    finally:
+        _spawning -= 1
+
+
+def waited_for(pid: int) -> None:
+    """`pid` is a child of ours whose exit asyncio's child watcher collects, until `collected`."""
+    _waited_for.add(pid)
+
+
+def collected(pid: int) -> None:
+    _waited_for.discard(pid)
+
+
+_waited_for: set[int] = set()  # our children whose exit status belongs to asyncio (backends)
+_spawning = 0  # spawns under way: a child may exist that is not in _waited_for yet
 
 
 def terminate(procs: Iterable[Proc], grace_s: float, kill_wait_s: float = 1.0) -> list[Proc]:

@@ -14,7 +14,8 @@ Lifecycle of an approved change: checked first (a name taken, a spec the config 
 refused before anyone is asked) → asked as emceepee's own question (`server` "emceepee", purpose
 "approval", `approval.change` naming the tool, showing exactly what would run and only the names
 of env and headers) → forwarded to the host or parked → a background job waits for the answer and
-makes the change once it is accepted. The model's call waits for that up to its timeout; past it,
+makes the change once it is accepted. The model's call waits for that up to its timeout (a host
+that sent a progressToken hears a heartbeat meanwhile); past it,
 the model is told the request id and how a person approves, and hears the outcome later as a
 `server_change` event. Declined, expired or withdrawn: nothing started, nothing written.
 """
@@ -31,6 +32,7 @@ import anyio
 
 from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.config.load import RESERVED_NAME
+from emceepee_cli.core.calls import Relay
 from emceepee_cli.core.environment import backend_env
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.importing import looks_secret
@@ -77,18 +79,14 @@ class ServerChanges:
         self.runtime = runtime
         self.defaults = defaults
         self.awaiting: dict[str, str] = {}  # server name -> request id of its change awaiting approval
-        self._settling: set[anyio.CancelScope] = set()  # the jobs waiting for a person's answer
+        self._settling: set[anyio.CancelScope] = set()  # the background waits for approvals
 
     def __repr__(self) -> str:
         return f"<ServerChanges {self.defaults.model_adds_servers} awaiting={list(self.awaiting)}>"
 
-    def stop(self) -> None:
-        """serve stops: every change still waiting for approval ends unmade (its question is
-        rejected), so nothing keeps serve from exiting."""
-        for scope in self._settling:
-            scope.cancel()
-
-    async def add(self, spec: ServerSpec, persist: bool, timeout_ms: int | None = None) -> dict[str, Any]:
+    async def add(
+        self, spec: ServerSpec, persist: bool, timeout_ms: int | None = None, relay: Relay | None = None
+    ) -> dict[str, Any]:
         self._refuse_if_denied("add_server", spec.name, f"emceepee servers add {spec.name} -- <command>")
         self._refuse_if_awaiting(spec.name)
         self.servers.check_new(spec)  # before anyone is asked: a change that cannot be made is not
@@ -106,9 +104,11 @@ class ServerChanges:
         async def make() -> dict[str, Any]:
             return await self.servers.add_server(spec, persist)
 
-        return await self._gated(Change("add_server", spec.name, make), message, shown, timeout_ms)
+        return await self._gated(Change("add_server", spec.name, make), message, shown, timeout_ms, relay)
 
-    async def remove(self, name: str, timeout_ms: int | None = None) -> dict[str, Any]:
+    async def remove(
+        self, name: str, timeout_ms: int | None = None, relay: Relay | None = None
+    ) -> dict[str, Any]:
         self._refuse_if_denied("remove_server", name, f"emceepee servers remove {name}")
         self._refuse_if_awaiting(name)
         spec = self.servers.backend(name).spec
@@ -120,7 +120,13 @@ class ServerChanges:
         async def make() -> dict[str, Any]:
             return await self.servers.remove_server(name)
 
-        return await self._gated(Change("remove_server", name, make), message, described(spec), timeout_ms)
+        change = Change("remove_server", name, make)
+        return await self._gated(change, message, described(spec), timeout_ms, relay)
+
+    def stop(self) -> None:
+        """serve stops: no approval is waited for any longer; each question is withdrawn."""
+        for scope in list(self._settling):
+            scope.cancel()
 
     # ---- the gate ----------------------------------------------------------------------------
 
@@ -143,7 +149,12 @@ class ServerChanges:
             )
 
     async def _gated(
-        self, change: Change, message: str, shown: dict[str, Any], timeout_ms: int | None
+        self,
+        change: Change,
+        message: str,
+        shown: dict[str, Any],
+        timeout_ms: int | None,
+        relay: Relay | None,
     ) -> dict[str, Any]:
         if self.defaults.model_adds_servers == "allow":
             return await change.make()
@@ -172,24 +183,21 @@ class ServerChanges:
         self.awaiting[change.name] = request_id
 
         async def settle() -> None:  # not the model's call: its timeout must not withdraw the question
-            scope = anyio.CancelScope()
-            self._settling.add(scope)
             try:
-                with scope:
-                    change.row = await self.questions.wait(question)
-                    if change.row["status"] == "accepted":
-                        change.done = await change.make()
-                if scope.cancelled_caught:
-                    change.error = EmceepeeError(
-                        f"{change.tool}('{change.name}') was not made: emceepee stopped."
-                    )
+                with anyio.CancelScope() as waiting:  # but serve stopping does (`stop`)
+                    self._settling.add(waiting)
+                    try:
+                        change.row = await self.questions.wait(question)
+                    finally:
+                        self._settling.discard(waiting)
+                if change.row is not None and change.row["status"] == "accepted":
+                    change.done = await change.make()
             except EmceepeeError as exc:
                 change.error = exc
             except Exception as exc:  # the model must hear that the approved change failed, and why
                 change.error = EmceepeeError(f"{change.tool}('{change.name}') failed: {exc!r}")
                 raise
             finally:
-                self._settling.discard(scope)
                 self.awaiting.pop(change.name, None)
                 change.finished.set()
                 if change.detached:
@@ -199,9 +207,13 @@ class ServerChanges:
         wait_s = min(
             self.defaults.timeout_ms if timeout_ms is None else timeout_ms, self.defaults.max_wait_ms
         )
+        waiting = f"a person's approval of {change.tool}('{change.name}') (request {request_id})"
         try:
             with anyio.move_on_after(wait_s / 1000):
-                await change.finished.wait()
+                if relay is None:
+                    await change.finished.wait()
+                else:  # the host hears from us while a person decides, as during execute_tool
+                    await relay.beside(waiting, change.finished.wait)
         finally:  # its timeout, or the host cancelling the call: the outcome will come as an event
             change.detached = not change.finished.is_set()
         if change.detached:

@@ -4,7 +4,8 @@ A backend's result taken raw by the fast lane (core/fastcall.py) is held from th
 read until its reply is written to the host, which may read slowly. `BUDGET` bounds the bytes
 of all such results held in memory at once (`BUDGET_BYTES`): a result that would go over it is
 written to a private file (0600, in a 0700 `spool` folder of emceepee's data folder) and the
-bytes are dropped; the reply is then written from the file, a chunk at a time.
+bytes are dropped; the reply is then written from the file, a chunk at a time. When no file can be
+written there (a read-only data folder, a full disk), the result stays in memory over the budget.
 
 Lifecycle: `Budget.hold` returns a `Held`; whoever delivers it calls `release` once it is
 written (or turned into a model), which gives its bytes back to the budget or deletes its
@@ -92,7 +93,17 @@ class Budget:
         if self.held + len(data) <= self.limit:
             self.held += len(data)
             return Held(self, data, None, len(data))
-        path = await anyio.to_thread.run_sync(self._spool, data)
+        try:
+            path = await anyio.to_thread.run_sync(self._spool, data)
+        except OSError as exc:  # a read-only data folder, a full disk: over the budget, not lost
+            log.warning(
+                "a result of %d bytes is held in memory over the budget: it cannot be spooled to %s (%s)",
+                len(data),
+                self._where(),
+                exc.strerror or exc,
+            )
+            self.held += len(data)
+            return Held(self, data, None, len(data))
         self.spooled += 1
         log.info(
             "a result of %d bytes is spooled to %s (results in memory: %d bytes)", len(data), path, self.held
@@ -106,11 +117,16 @@ class Budget:
                 path.unlink()
 
     def sweep(self) -> None:
-        """Remove spool files a process that died left behind (a live one holds its own open)."""
-        for stale in self._folder().glob(f"{PREFIX}*"):
+        """Remove spool files a process that died left behind (a live one holds its own open).
+        Never makes the folder; one it cannot read or write is left as it is."""
+        try:
+            left = list(self._where().glob(f"{PREFIX}*"))
+        except OSError:
+            return
+        for stale in left:
             pid = stale.name[len(PREFIX) :].split("-", 1)[0]
             if pid.isdigit() and not _alive(int(pid)):
-                with contextlib.suppress(FileNotFoundError):
+                with contextlib.suppress(OSError):
                     stale.unlink()
 
     def _spool(self, data: bytes) -> Path:
@@ -124,9 +140,12 @@ class Budget:
         return Path(name)
 
     def _folder(self) -> Path:
+        return paths.ensure_private_dir(self._where())
+
+    def _where(self) -> Path:
         if self.directory is None:
             self.directory = paths.data_dir() / "spool"
-        return paths.ensure_private_dir(self.directory)
+        return self.directory
 
 
 def _alive(pid: int) -> bool:

@@ -147,16 +147,19 @@ async def _spawn(
         extra["preexec_fn"] = procs.parent_death_hook()
     loop = asyncio.get_running_loop()
     pipe = subprocess.PIPE
-    transport, protocol = await loop.subprocess_exec(
-        functools.partial(ExitProtocol, loop, READ_CHUNK),
-        *argv,
-        stdin=pipe,
-        stdout=pipe,
-        stderr=pipe,
-        env=dict(env),
-        cwd=cwd,
-        **extra,
-    )
+    with procs.spawning():  # its exit is asyncio's to collect: serve's reaper keeps off it
+        transport, protocol = await loop.subprocess_exec(
+            functools.partial(ExitProtocol, loop, READ_CHUNK),
+            *argv,
+            stdin=pipe,
+            stdout=pipe,
+            stderr=pipe,
+            env=dict(env),
+            cwd=cwd,
+            **extra,
+        )
+        if not protocol.exit_seen.is_set():
+            procs.waited_for(transport.get_pid())
     return asyncio.subprocess.Process(transport, protocol, loop), protocol
 
 

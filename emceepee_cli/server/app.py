@@ -15,6 +15,7 @@ import gc
 import json
 import logging
 import os
+import shlex
 import signal
 import sys
 import warnings
@@ -348,7 +349,7 @@ def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = N
     config = load_or_report(config_path)
     for problem in config.problems:
         log.warning("config: %s", problem)
-    log_dir = paths.ensure_private_dir(paths.logs_dir())
+    log_dir = _logs_folder()
     spool.BUDGET.sweep()  # result files a serve that died left behind
     # What is loaded by now (the SDK, emceepee, the config) lives as long as serve: frozen, the
     # collector no longer walks it on every collection, which calls in flight trigger often.
@@ -357,7 +358,25 @@ def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = N
     anyio.run(_serve, config, log_dir, db_path)
 
 
-async def _serve(config: Config, log_dir: Path, db_path: Path | None) -> None:
+def _logs_folder() -> Path | None:
+    """The folder of the backends' stderr logs, made if need be; None when it cannot be made
+    (a read-only data folder): serve runs all the same, with their stderr in memory only."""
+    folder = paths.logs_dir()
+    try:
+        return paths.ensure_private_dir(folder)
+    except OSError as exc:
+        blocking = paths.unwritable_folder(folder) or folder.parent
+        log.error(
+            "cannot make the folder of the backends' stderr logs %s: %s; their stderr is kept in memory "
+            "only (get_logs) until emceepee restarts. To fix: chmod u+w %s",
+            folder,
+            exc.strerror or exc,
+            shlex.quote(str(blocking)),
+        )
+        return None
+
+
+async def _serve(config: Config, log_dir: Path | None, db_path: Path | None) -> None:
     closed = anyio.Event()
     lane = FastLane(dispatch)
     server = build_server(

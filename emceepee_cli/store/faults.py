@@ -15,6 +15,7 @@ import shlex
 import sqlite3
 from pathlib import Path
 
+from emceepee_cli import paths
 from emceepee_cli.errors import JournalError
 
 READ_ONLY = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
@@ -48,22 +49,26 @@ def journal_error(exc: sqlite3.Error, path: Path | str) -> JournalError:
 
 
 def read_only(path: Path, why: str) -> JournalError:
-    """The journal (or its folder) cannot be written by this user."""
+    """The journal (or its folder) cannot be written by this user. The fix names what exists:
+    the file, and its folder (or, when that is not there yet, the folder it would be made in)."""
+    folder = paths.unwritable_folder(path) or path.parent
+    targets = [p for p in (path, folder) if p.exists()] or [folder]
     return JournalError(
         f"The journal {path} cannot be opened for writing: {why}.",
-        hint=f"chmod u+w {shlex.quote(str(path))} {shlex.quote(str(path.parent))} (the journal and its "
+        hint=f"chmod u+w {shlex.join(str(p) for p in targets)} (the journal and its "
         "folder must be writable), or use another journal with --db / EMCEEPEE_DB.",
     )
 
 
 def writable_problem(path: Path) -> JournalError | None:
     """Why this user cannot write the journal at `path` (the file, or the folder its `-wal` and
-    `-shm` go in), or None. SQLite would open a read-only file without a word; only the first
-    write would fail."""
+    `-shm` go in, or the folder that one would be made in), or None. SQLite would open a
+    read-only file without a word; only the first write would fail."""
     if path.exists() and not os.access(path, os.W_OK):
         return read_only(path, "the file is not writable by this user")
-    if path.parent.exists() and not os.access(path.parent, os.W_OK):
-        return read_only(path, "its folder is not writable by this user")
+    folder = paths.unwritable_folder(path)
+    if folder is not None:
+        return read_only(path, f"its folder {folder} is not writable by this user")
     return None
 
 

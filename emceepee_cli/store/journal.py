@@ -34,6 +34,7 @@ from emceepee_cli.store.events import EventLog
 from emceepee_cli.store.instances import ORPHANED, Instances, owns_by_mistake
 from emceepee_cli.store.records import (
     ElicitationStatus,
+    LeftRow,
     PendingRow,
     SpawnedRow,
     TaskRow,
@@ -327,7 +328,7 @@ class Journal(EventLog, Instances, Recovery, Retention, Steps):
         self.db.execute("DELETE FROM spawned WHERE instance_id = ? AND pid = ?", [instance_id, pid])
 
     @mapped
-    def spawned_by_dead(self) -> list[SpawnedRow]:
+    def spawned_by_dead(self) -> list[LeftRow]:
         """What instances that are no longer alive spawned on this machine (and did not see end)."""
         rows = self.db.query(
             "SELECT i.*, s.server AS spawned_server, s.pid AS spawned_pid, s.start_time AS spawned_start,"
@@ -342,12 +343,13 @@ class Journal(EventLog, Instances, Recovery, Retention, Steps):
                 continue
             if not self.instance_alive(cast(Any, row)):
                 dead.append(
-                    SpawnedRow(
+                    LeftRow(
                         instance_id=row["instance_id"],
                         server=row["spawned_server"],
                         pid=row["spawned_pid"],
                         start_time=row["spawned_start"],
                         spawned_at=row["spawned_at"],
+                        serve_pid=row["pid"],
                     )
                 )
         for instance_id, pid in stale:

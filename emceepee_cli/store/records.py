@@ -188,10 +188,16 @@ class EventRow(TypedDict):
 
 class SpawnedRow(TypedDict):
     instance_id: str
-    server: str
+    server: str  # the backend it is, or was started by; "" when that could not be told
     pid: int
     start_time: int | None
     spawned_at: str
+
+
+class LeftRow(SpawnedRow):
+    """A process a dead serve left, with that serve's pid (`spawned` joined with `instances`)."""
+
+    serve_pid: int | None
 
 
 # ---- views: what every tool and CLI command shows ----------------------------------------------

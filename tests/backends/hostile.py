@@ -3,7 +3,8 @@
     python tests/backends/hostile.py [--handshake ok|garbage|hang] [--exit-at-start CODE]
                                      [--ignore-eof] [--ignore-sigterm] [--setsid-child PIDFILE]
                                      [--say TEXT] [--say-env NAME] [--describe TEXT]
-                                     [--start-when FILE]
+                                     [--start-when FILE] [--quick-orphan FILE]
+                                     [--setsid-orphan FILE]
 
 Start-up and signal behaviour comes from the flags:
 
@@ -14,6 +15,12 @@ Start-up and signal behaviour comes from the flags:
     --ignore-sigterm      ignore SIGTERM
     --setsid-child FILE   spawn a grandchild that calls setsid() (escaping the process group),
                           ignores SIGTERM and sleeps; its pid is written to FILE
+    --quick-orphan FILE   double-fork a grandchild that exits at once: its parent exits first, so
+                          serve adopts it (a zombie, unless reaped); its pid is written to FILE
+                          (before --exit-at-start)
+    --setsid-orphan FILE  double-fork a grandchild that calls setsid(), ignores SIGTERM and sleeps:
+                          its parent exits at once, so serve adopts it with nothing linking it
+                          to this backend; its pid is written to FILE (before --exit-at-start)
     --say TEXT            write TEXT to stderr first thing (before --exit-at-start)
     --say-env NAME        write NAME=<its value> to stderr first thing (a backend echoing a secret)
     --describe TEXT       give every tool the description TEXT
@@ -376,6 +383,24 @@ def spawn_escaping_child(pidfile: str) -> None:
         f.write(str(child.pid))
 
 
+def orphan(pidfile: str, code: str) -> None:
+    """A grandchild running `code`, whose parent (a middle process) exits as soon as it has
+    written the grandchild's pid to `pidfile`; this process waits for that parent only."""
+    middle = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', sys.argv[2]],"
+        " stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)\n"
+        "with open(sys.argv[1], 'w') as f:\n"
+        "    f.write(str(child.pid))\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", middle, pidfile, code],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--handshake", choices=("ok", "garbage", "hang"), default="ok")
@@ -383,6 +408,8 @@ def main() -> None:
     parser.add_argument("--ignore-eof", action="store_true")
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--setsid-child")
+    parser.add_argument("--quick-orphan")
+    parser.add_argument("--setsid-orphan")
     parser.add_argument("--say")
     parser.add_argument("--say-env")
     parser.add_argument("--describe")
@@ -401,6 +428,11 @@ def main() -> None:
     sys.stderr.flush()
     while opts.start_when is not None and not os.path.exists(opts.start_when):
         time.sleep(0.05)
+    if opts.quick_orphan:
+        orphan(opts.quick_orphan, "")
+    if opts.setsid_orphan:
+        escaping = "import os, signal, time; os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        orphan(opts.setsid_orphan, escaping + "time.sleep(3600)")
     if opts.exit_at_start is not None:
         sys.stderr.write(f"hostile: exiting at start with code {opts.exit_at_start}\n")
         sys.stderr.flush()

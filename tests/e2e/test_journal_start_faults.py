@@ -29,22 +29,10 @@ from emceepee_cli.clock import now_iso
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskRow, TaskStatus
 from tests.e2e.test_journal_faults import Run, serve
-from tests.support import example_table, serve_command, write_config
+from tests.support import AS_OWNER_PREFIX, example_table, serve_command, write_config
 
 pytestmark = pytest.mark.anyio
 
-# Execs argv[1:] without CAP_DAC_OVERRIDE (1) and CAP_FOWNER (3) when run as root: file modes then
-# bind it as they bind the file's owner. A user who is not root needs nothing dropped.
-AS_OWNER = (
-    "import ctypes, os, sys\n"
-    "if os.geteuid() == 0:\n"
-    "    libc = ctypes.CDLL(None, use_errno=True)\n"
-    "    for cap in (1, 3):\n"
-    "        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP\n"
-    "            raise OSError(ctypes.get_errno(), 'prctl(PR_CAPBSET_DROP)')\n"
-    "os.execv(sys.argv[1], sys.argv[1:])\n"
-)
-AS_OWNER_PREFIX = [sys.executable, "-c", AS_OWNER]
 TASK_ID = "01JQZ00000000000000000TASK"
 
 

@@ -74,7 +74,7 @@ async def add_server(services: Services, args: dict[str, Any], call: Call) -> Pa
         url=args.get("url"),
         headers=dict(args.get("headers", {})),
     )
-    out = await services.changes.add(spec, args.get("persist", True), args.get("timeout_ms"))
+    out = await services.changes.add(spec, args.get("persist", True), args.get("timeout_ms"), call.relay)
     return gated(out)
 
 
@@ -86,7 +86,7 @@ async def add_server(services: Services, args: dict[str, Any], call: Call) -> Pa
     read_only=False,
 )
 async def remove_server(services: Services, args: dict[str, Any], call: Call) -> Payload:
-    return gated(await services.changes.remove(args["name"], args.get("timeout_ms")))
+    return gated(await services.changes.remove(args["name"], args.get("timeout_ms"), call.relay))
 
 
 def gated(out: dict[str, Any]) -> Payload:
