@@ -16,7 +16,8 @@ to init, and stays in sight. Lifecycle:
   and so is one that exited before any scan saw it alive (procs.reap_orphan: never a backend's
   own exit, which asyncio collects and emceepee reports).
 - `sweep`: at shutdown, once every backend has stopped, whatever is still below serve (an
-  orphan the backend's stop could not find) is stopped, bounded, and forgotten.
+  orphan the backend's stop could not find) is stopped, bounded, and forgotten; then what forked
+  meanwhile is frozen (SIGSTOP) look by look until nothing new appears, and killed.
 
 A process started and orphaned between two scans is found by the sweep while serve lives, but a
 `kill -9` in that window leaves it unjournaled. Without the children files (or /proc) nothing is
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from dataclasses import dataclass, field
 
 import anyio
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 
 SCAN_S = 1.0  # how often the tree below serve is looked at
 SWEEP_GRACE_S = 0.3  # at shutdown, what is left gets SIGTERM, then SIGKILL after this
+FREEZE_LOOKS = 50  # then what forked meanwhile is stopped, looked for again, at most this often
 
 
 @dataclass
@@ -163,11 +166,13 @@ class Descendants:
             self.seen.setdefault(proc, _Seen(server))
             self.seen[proc].adopted |= proc.pid in roots
         left = [p for p in self.seen if p.running()]
+        survivors: list[procs.Proc] = []
         if left:
             log.warning("stopping %d process(es) the backends started and left running", len(left))
             survivors = await anyio.to_thread.run_sync(procs.terminate, left, SWEEP_GRACE_S)
-            if survivors:
-                log.error("%s outlived emceepee, even after SIGKILL", survivors)
+        survivors += await anyio.to_thread.run_sync(_freeze_and_kill)
+        if survivors:
+            log.error("%s outlived emceepee, even after SIGKILL", survivors)
         for proc in [p for p in self.seen if not p.running()]:
             seen = self.seen.pop(proc)
             if seen.adopted:
@@ -180,3 +185,29 @@ class Descendants:
             await self.journal.run(Journal.forget_spawned, self.instance_id, pid)
 
         await self.runtime.guarded(work)
+
+
+def _freeze_and_kill() -> list[procs.Proc]:
+    """What is still below serve once the sweep's SIGTERM and SIGKILL are done: something that kept
+    forking meanwhile. Stop (SIGSTOP) all of it, look again for what it started before it stopped,
+    until a look finds nothing new (bounded), then SIGKILL the lot. Blocks; returns survivors."""
+    frozen: set[procs.Proc] = set()
+    for _ in range(FREEZE_LOOKS):
+        new = {p for p in _below_serve() if p not in frozen}
+        if not new:
+            break
+        for proc in new:
+            proc.signal(signal.SIGSTOP)  # a stopped process forks no more
+        frozen |= new
+    return procs.terminate(frozen, 0.0) if frozen else []
+
+
+def _below_serve() -> set[procs.Proc]:
+    """Every live process below serve (at the sweep, no backend is left: all of it is to stop)."""
+    found: set[procs.Proc] = set()
+    for pid in procs.children(os.getpid(), threads=False) or []:
+        proc = procs.identify(pid)
+        if proc.running():
+            found.add(proc)
+        found |= {p for p in procs.descendants(pid) or set() if p.running()}
+    return found

@@ -4,7 +4,7 @@
                                      [--ignore-eof] [--ignore-sigterm] [--setsid-child PIDFILE]
                                      [--say TEXT] [--say-env NAME] [--describe TEXT]
                                      [--start-when FILE] [--quick-orphan FILE]
-                                     [--setsid-orphan FILE]
+                                     [--setsid-orphan FILE] [--fork-loop]
 
 Start-up and signal behaviour comes from the flags:
 
@@ -21,6 +21,9 @@ Start-up and signal behaviour comes from the flags:
     --setsid-orphan FILE  double-fork a grandchild that calls setsid(), ignores SIGTERM and sleeps:
                           its parent exits at once, so serve adopts it with nothing linking it
                           to this backend; its pid is written to FILE (before --exit-at-start)
+    --fork-loop           double-fork a grandchild that calls setsid(), ignores SIGTERM and forks
+                          a child every 20 ms (each calls setsid() and sleeps, SIGTERM ignored
+                          too), for ever: a process tree no single look can stop
     --say TEXT            write TEXT to stderr first thing (before --exit-at-start)
     --say-env NAME        write NAME=<its value> to stderr first thing (a backend echoing a secret)
     --describe TEXT       give every tool the description TEXT
@@ -410,6 +413,7 @@ def main() -> None:
     parser.add_argument("--setsid-child")
     parser.add_argument("--quick-orphan")
     parser.add_argument("--setsid-orphan")
+    parser.add_argument("--fork-loop", action="store_true")
     parser.add_argument("--say")
     parser.add_argument("--say-env")
     parser.add_argument("--describe")
@@ -433,6 +437,15 @@ def main() -> None:
     if opts.setsid_orphan:
         escaping = "import os, signal, time; os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN); "
         orphan(opts.setsid_orphan, escaping + "time.sleep(3600)")
+    if opts.fork_loop:
+        forking = (
+            "import os, signal, time; os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "while True:\n"
+            "    if os.fork() == 0:\n"
+            "        os.setsid(); time.sleep(3600); os._exit(0)\n"
+            "    time.sleep(0.02)\n"
+        )
+        orphan(os.devnull, forking)
     if opts.exit_at_start is not None:
         sys.stderr.write(f"hostile: exiting at start with code {opts.exit_at_start}\n")
         sys.stderr.flush()

@@ -10,6 +10,7 @@ the fault; the grandchild writes its pid to a file (tests/backends/hostile.py --
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -247,3 +248,42 @@ async def test_a_grandchild_seen_by_a_running_serve_is_journaled_and_forgotten_o
             os.kill(grandchild.pid, signal.SIGKILL)
             await until(lambda: all(pid != grandchild.pid for _, pid, _ in spawned_rows(emceepee_home)))
         await closed_and_timed(running)
+
+
+def marked(mark: str) -> set[int]:
+    """The pids whose environment carries `mark` (what the fork loop and its children inherit)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if mark.encode() in (entry / "environ").read_bytes():
+                    found.add(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+async def test_a_process_that_keeps_forking_is_stopped_with_serve(
+    tmp_path: Path, emceepee_home: Path
+) -> None:
+    """A backend leaves behind a setsid process that ignores SIGTERM and forks a child every 20 ms:
+    no single look finds all of it, so serve freezes what it finds, looks again, then kills it."""
+    mark = f"EMCEEPEE_FORK_LOOP_{os.getpid()}_{time.monotonic_ns()}=1"
+    name, _, value = mark.partition("=")
+    config = write_config(tmp_path / "config.toml", hostile_table("forky", "--fork-loop", env={name: value}))
+    try:
+        async with serve(config) as running:
+            with anyio.fail_after(30):
+                await running.host.tool("list_tools", {})
+                assert await running.call("forky", "echo", text="first") == "first"
+                await until(lambda: len(marked(mark)) >= 20)  # the loop has been forking a while
+            took = await closed_and_timed(running)
+        print(f"stdin EOF with a process that keeps forking: serve exited in {took:.2f} s")
+        assert running.process.returncode == 0
+        assert took <= EXIT_BOUND_S
+        with anyio.fail_after(5):  # SIGKILLed processes leave the table as init reaps them
+            await until(lambda: not marked(mark))
+    finally:
+        for pid in marked(mark):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
