@@ -144,6 +144,28 @@ def alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
+class Gate:
+    """A call held in flight by hostile.py's `gated` (or `stepped`, `ticking`) tool until the test
+    opens it: no sleep in the backend races the test's look at a call still running."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def args(self, text: str = "opened") -> dict[str, Any]:
+        """`gated`'s arguments: held on this gate, answering `text` once it opens."""
+        return {"file": str(self.path), "text": text}
+
+    def open(self, step: int | None = None) -> None:
+        """Let the call answer (`stepped`: go past step `step`)."""
+        (self.path if step is None else self.path.with_name(f"{self.path.name}.{step}")).touch()
+
+    async def held(self) -> None:
+        """Until the backend holds the `gated` call (the caller bounds the wait)."""
+        held = self.path.with_name(self.path.name + ".held")
+        while not held.exists():  # noqa: ASYNC110 - the backend, another process, writes it
+            await anyio.sleep(0.02)
+
+
 async def still_answering(client: Client) -> None:
     """serve is alive and its event loop is free: a ping comes back within a bound."""
     with anyio.fail_after(5):

@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from tests.support import alive, example_table, hostile_table, serve_command, write_config
+from tests.support import Gate, alive, example_table, hostile_table, serve_command, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -322,14 +322,16 @@ async def test_a_backend_dying_mid_call_fails_the_call_with_its_exit_and_restart
 
 
 async def test_a_suggested_next_tool_is_followed_and_a_slow_call_keeps_its_whole_result(
-    raw_only: Path,
+    raw_only: Path, tmp_path: Path
 ) -> None:
+    gate = Gate(tmp_path / "gate")
     async with serving_raw(raw_only) as host:
         with anyio.fail_after(BOUND_S):
             assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
             chained = await host.execute("raw", "shaped", {"kind": "followed"})
-            promoted = await host.execute("raw", "slow", {"seconds": 0.5}, timeout_ms=0)
+            promoted = await host.execute("raw", "gated", gate.args("done"), timeout_ms=0)
             task_id = promoted["structuredContent"]["proxy_task"]["task_id"]
+            gate.open()
             done = await host.result("get_task_result", {"task_id": task_id, "timeout_ms": 20_000})
     assert chained["content"][0]["text"] == "followed"
     steps = json.loads(chained["content"][1]["text"])["tool_chain"]["steps"]
