@@ -262,8 +262,8 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any], token: Any = Non
     elif name == "oversize_late_id":
         size = int(float(args.get("mb", 65)) * 1024 * 1024)
         tail = json.dumps({"id": request_id})[1:]
-        head = b'{"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": "'
-        send_raw(head + b"y" * size + b'"}]}, ' + tail.encode() + b"\n")
+        opening = b'{"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": "'
+        send_raw(opening + b"y" * size + b'"}]}, ' + tail.encode() + b"\n")
     elif name == "gated":
         with open(f"{args.get('file')}.held", "w"):
             pass

@@ -181,8 +181,8 @@ async def test_results_are_byte_identical_to_the_slow_path(config: Path) -> None
                 for server, tool, args in CASES:
                     line = await host.tool("execute_tool", {"server": server, "tool": tool, "args": args})
                     replies[fast].append(result_bytes(line))
-    for (server, tool, args), fast, slow in zip(CASES, replies[True], replies[False], strict=True):
-        assert fast == slow, (server, tool, args)
+    for (server, tool, args), on_fast, on_slow in zip(CASES, replies[True], replies[False], strict=True):
+        assert on_fast == on_slow, (server, tool, args)
     shown = [json.loads(b"{" + r.lstrip(b",")) for r in replies[True]]
     assert shown[1]["result"]["_meta"] == {"example.com/k": "v"}
     assert shown[1]["result"]["structuredContent"]["list"] == [1, "two", None]
@@ -227,8 +227,8 @@ async def test_odd_tool_calls_from_the_host_get_the_slow_paths_answers(config: P
                     await host.write({"jsonrpc": "2.0", "method": "tools/call", **line})
                     replies[fast].append(await host.reply(line["id"]))
                 assert lane_of(await host.execute("raw", "request_id", {})) == ("fast" if fast else "slow")
-    for line, fast, slow in zip(odd_lines(), replies[True], replies[False], strict=True):
-        assert fast == slow, line
+    for line, on_fast, on_slow in zip(odd_lines(), replies[True], replies[False], strict=True):
+        assert on_fast == on_slow, line
     assert json.loads(replies[True][0])["result"]["content"][0]["text"] == "odd"
 
 

@@ -110,7 +110,8 @@ async def start(run: Run) -> None:
 def task_of(task_id: str) -> dict[str, Any]:
     shown = run_cli("tasks", "show", task_id, "--json")
     assert shown.returncode == 0, shown.stderr
-    return json.loads(shown.stdout)["task"]  # type: ignore[no-any-return]
+    task: dict[str, Any] = json.loads(shown.stdout)["task"]
+    return task
 
 
 async def test_a_frozen_serve_is_not_declared_dead_and_its_task_keeps_its_real_result(

@@ -193,7 +193,7 @@ async def test_a_tasks_own_resume_token_gets_its_result_and_forgeries_are_refuse
         with anyio.fail_after(40):
             await host.initialize()
             await host.tool("list_servers", {})
-            slow = {"server": "hostile", "tool": "gated", "args": gate.args("done")}
+            slow: dict[str, Any] = {"server": "hostile", "tool": "gated", "args": gate.args("done")}
             raw = await host.send(
                 "tools/call", {"name": "execute_tool", "arguments": {**slow, "timeout_ms": 0}}
             )

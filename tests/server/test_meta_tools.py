@@ -15,6 +15,7 @@ from tests.support import (
     example_table,
     hostile_table,
     payload,
+    text_of,
     texts,
     until_ready,
     write_config,
@@ -165,8 +166,8 @@ async def test_resources_templates_and_prompts_pass_through(tmp_path: Path, reco
     assert [r["uri"] for r in group["resources"]] == ["echo://readme"]
     assert [t["uri_template"] for t in group["resource_templates"]] == ["echo://items/{item_id}"]
     assert isinstance(readme.content[0], types.EmbeddedResource)
-    assert "echo example backend" in readme.content[0].resource.text
-    assert item.content[0].resource.text == "item 42"
+    assert "echo example backend" in text_of(readme.content[0])
+    assert text_of(item.content[0]) == "item 42"
     assert "Ada" in prompt["messages"][0]["content"]["text"]
     assert len(prompts["servers"][0]["prompts"]) == 7  # walked across two pages
 
@@ -235,20 +236,21 @@ async def test_progress_from_the_backend_is_relayed_to_the_host(tmp_path: Path) 
     gate = Gate(tmp_path / "gate")
     seen: list[float] = []
     heard, hear = anyio.create_memory_object_stream[float](10)
+    results: list[types.CallToolResult] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(progress)
         await heard.send(progress)
 
     async def call() -> None:
-        nonlocal result
-        result = await client.call_tool(
-            "execute_tool",
-            {"server": "h", "tool": "stepped", "args": {"file": str(gate.path), "steps": 4}},
-            progress_callback=on_progress,
+        results.append(
+            await client.call_tool(
+                "execute_tool",
+                {"server": "h", "tool": "stepped", "args": {"file": str(gate.path), "steps": 4}},
+                progress_callback=on_progress,
+            )
         )
 
-    result: types.CallToolResult | None = None
     async with emceepee(config) as client, heard, hear:
         with anyio.fail_after(20):
             await until_ready(client, "h")
@@ -257,7 +259,8 @@ async def test_progress_from_the_backend_is_relayed_to_the_host(tmp_path: Path) 
                 for step in range(1, 5):  # each step's progress reaches the host before the next is sent
                     assert await hear.receive() == step
                     gate.open(step)
-    assert result is not None and not result.is_error and texts(result) == ["stepped"]
+    [result] = results
+    assert not result.is_error and texts(result) == ["stepped"]
     assert seen == [1, 2, 3, 4]
 
 
