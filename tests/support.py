@@ -9,17 +9,19 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.abc
+import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 from emceepee_cli.config import load_config
 from emceepee_cli.server.app import build_server
+from emceepee_cli.store.records import PendingRow, TaskRow
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "servers"
@@ -104,6 +106,32 @@ def _is_envelope(text: str) -> bool:
     return any(text.startswith('{"' + key + '":') for key in ENVELOPE)
 
 
+def text_of(block: object) -> str:
+    """The text of a content block, resource contents or embedded resource that the test knows
+    holds text (a block of another kind fails the test, naming it)."""
+    if isinstance(block, types.EmbeddedResource):
+        block = block.resource
+    assert isinstance(block, types.TextContent | types.TextResourceContents), block
+    return block.text
+
+
+def status_of(row: TaskRow | PendingRow | None) -> str:
+    """A journal row's status; the row must exist (a missing one fails the test)."""
+    assert row is not None
+    return row["status"]
+
+
+def as_task_row(fields: Mapping[str, object]) -> TaskRow:
+    """`fields` as a row for Journal.insert_task: a test names only the columns it is about (the
+    others stay NULL) and may give a JSON column as a dict (sqlite-utils writes it as JSON)."""
+    return cast(TaskRow, dict(fields))
+
+
+def as_pending_row(fields: Mapping[str, object]) -> PendingRow:
+    """`fields` as a row for Journal.insert_pending, as `as_task_row` makes a task's."""
+    return cast(PendingRow, dict(fields))
+
+
 def serve_command(config: Path) -> list[str]:
     return [sys.executable, "-m", "emceepee_cli", "serve", "--config", str(config)]
 
@@ -156,6 +184,28 @@ def alive(pid: int) -> bool:
     except OSError:
         return True  # no /proc (macOS): trust kill(0)
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+class Gate:
+    """A call held in flight by hostile.py's `gated` (or `stepped`, `ticking`) tool until the test
+    opens it: no sleep in the backend races the test's look at a call still running."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def args(self, text: str = "opened") -> dict[str, Any]:
+        """`gated`'s arguments: held on this gate, answering `text` once it opens."""
+        return {"file": str(self.path), "text": text}
+
+    def open(self, step: int | None = None) -> None:
+        """Let the call answer (`stepped`: go past step `step`)."""
+        (self.path if step is None else self.path.with_name(f"{self.path.name}.{step}")).touch()
+
+    async def held(self) -> None:
+        """Until the backend holds the `gated` call (the caller bounds the wait)."""
+        held = self.path.with_name(self.path.name + ".held")
+        while not held.exists():  # noqa: ASYNC110 - the backend, another process, writes it
+            await anyio.sleep(0.02)
 
 
 async def still_answering(client: Client) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from emceepee_cli import seal
+from tests.support import as_task_row
 
 
 @pytest.mark.parametrize(
@@ -74,16 +75,18 @@ def test_a_key_that_cannot_be_written_whole_is_an_error_and_leaves_no_empty_key(
 
 def test_a_tasks_resume_token_comes_from_its_row_alone(tmp_path: Path) -> None:
     key = seal.install_key(tmp_path)
-    row: dict[str, object] = {
-        "task_id": "01TASK",
-        "status": "working",
-        "server": "s",
-        "tool": "t",
-        "args": '{"a": 1}',
-        "created_at": "2026-11-23T04:00:00.000Z",
-        "expires_at": None,  # a working task always has one; without it, an hour after it began
-    }
+    row = as_task_row(
+        {
+            "task_id": "01TASK",
+            "status": "working",
+            "server": "s",
+            "tool": "t",
+            "args": '{"a": 1}',
+            "created_at": "2026-11-23T04:00:00.000Z",
+            "expires_at": None,  # a working task always has one; without it, an hour after it began
+        }
+    )
     begun = datetime.fromisoformat("2026-11-23T04:00:00+00:00").timestamp()
-    token = seal.task_resume_token(key, row, retention_s=60)  # type: ignore[arg-type]
+    token = seal.task_resume_token(key, row, retention_s=60)
     assert token == seal.sign_resume(key, "01TASK", "s", "t", {"a": 1}, begun + 3600 + 60)
-    assert seal.task_resume_token(key, {**row, "status": "completed"}, 60) is None  # type: ignore[arg-type]
+    assert seal.task_resume_token(key, {**row, "status": "completed"}, 60) is None

@@ -50,6 +50,10 @@ Once initialized, its tools misbehave on request:
     oversize_late_id(mb)  the same, with its id written after the result (not in its first bytes)
     gated(file, text)     writes `file`.held, waits until `file` exists (a gate the test opens),
                           then answers `text`
+    stepped(file, steps)  for each step i: progress i of `steps` ("step i/steps"), then waits until
+                          `file`.i exists; then answers "stepped": each step is the test's to open
+    ticking(file)         progress 1, 2, 3… every 20 ms until `file` exists, then "ticked": progress
+                          for a host that starts to listen at a moment it cannot know
     garbage()             a line of non-JSON on stdout, then a normal answer
     die(code)             exit at once with `code`, without answering
     pattern_arg(s)        `s` back; its schema's `pattern` backtracks catastrophically on "aaa…b"
@@ -102,6 +106,8 @@ TOOLS: dict[str, dict[str, Any]] = {
     "big": {"mb": {"type": "number"}, "together": {"type": "integer"}, "seed": {"type": "integer"}},
     "oversize_late_id": {"mb": {"type": "number"}},
     "gated": {"file": {"type": "string"}, "text": {"type": "string"}},
+    "stepped": {"file": {"type": "string"}, "steps": {"type": "integer"}},
+    "ticking": {"file": {"type": "string"}},
     "garbage": {},
     "die": {"code": {"type": "integer"}},
     "pattern_arg": {"s": {"type": "string", "pattern": "^(a|aa)+$"}},
@@ -197,7 +203,24 @@ def text(value: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": value}]}
 
 
-def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
+def progress(token: Any, done: int, total: int | None = None, message: str | None = None) -> None:
+    """notifications/progress for the call whose request carried `token` (none if it carried none)."""
+    if token is None:
+        return
+    params: dict[str, Any] = {"progressToken": token, "progress": done}
+    if total is not None:
+        params["total"] = total
+    if message is not None:
+        params["message"] = message
+    send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+
+def until_exists(path: str) -> None:
+    while not os.path.exists(path):
+        time.sleep(0.02)
+
+
+def call_tool(request_id: Any, name: str, args: dict[str, Any], token: Any = None) -> None:
     if name in extra_tools:
         result(request_id, text(f"{name} called"))
     elif name == "echo":
@@ -249,14 +272,26 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
     elif name == "oversize_late_id":
         size = int(float(args.get("mb", 65)) * 1024 * 1024)
         tail = json.dumps({"id": request_id})[1:]
-        head = b'{"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": "'
-        send_raw(head + b"y" * size + b'"}]}, ' + tail.encode() + b"\n")
+        opening = b'{"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": "'
+        send_raw(opening + b"y" * size + b'"}]}, ' + tail.encode() + b"\n")
     elif name == "gated":
         with open(f"{args.get('file')}.held", "w"):
             pass
-        while not os.path.exists(str(args.get("file"))):
-            time.sleep(0.02)
+        until_exists(str(args.get("file")))
         result(request_id, text(str(args.get("text", "opened"))))
+    elif name == "stepped":
+        steps = int(args.get("steps", 1))
+        for step in range(1, steps + 1):
+            progress(token, step, steps, f"step {step}/{steps}")
+            until_exists(f"{args.get('file')}.{step}")
+        result(request_id, text("stepped"))
+    elif name == "ticking":
+        ticks = 0
+        while not os.path.exists(str(args.get("file"))):
+            ticks += 1
+            progress(token, ticks)
+            time.sleep(0.02)
+        result(request_id, text("ticked"))
     elif name == "garbage":
         send_raw(b"this is not json-rpc\n")
         result(request_id, text("after garbage"))
@@ -359,9 +394,10 @@ def handle(message: dict[str, Any], handshake: str) -> None:
         timer.start()
     elif method == "tools/call":
         params = message.get("params") or {}
+        meta = params.get("_meta") or {}
         threading.Thread(
             target=call_tool,
-            args=(request_id, params.get("name"), params.get("arguments") or {}),
+            args=(request_id, params.get("name"), params.get("arguments") or {}, meta.get("progressToken")),
             daemon=True,
         ).start()
     else:

@@ -7,6 +7,7 @@ the JSON-RPC error -32000 "quota exceeded" (the code the SDK also uses for a clo
 
 from __future__ import annotations
 
+import io
 import socket
 import sys
 
@@ -53,5 +54,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    assert isinstance(sys.stdout, io.TextIOWrapper)  # a script's stdout; the port line must not wait
     sys.stdout.reconfigure(line_buffering=True)
     anyio.run(main)

@@ -21,7 +21,7 @@ from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import question_json
 from tests.cli.clirun import cli as main_cli
 from tests.cli.inproc import cli
-from tests.support import Terminal, run_cli
+from tests.support import Terminal, as_pending_row, as_task_row, run_cli
 
 INSTANCE = "01INSTANCE"
 FAKE_TTY = Path(__file__).parents[1] / "backends" / "fake_tty.py"  # a terminal a program makes, typing y
@@ -59,25 +59,27 @@ def ask(
     age_s: float = 0.0,
 ) -> None:
     journal.insert_pending(
-        {
-            "request_id": request_id,
-            "instance_id": instance,
-            "server": "tracker",
-            "kind": kind,
-            "params": params,
-            "status": "pending",
-            "task_id": task_id,
-            "correlation": "c-1",
-            "created_at": now_iso(-age_s),
-            "expires_at": now_iso(600),
-        }
+        as_pending_row(
+            {
+                "request_id": request_id,
+                "instance_id": instance,
+                "server": "tracker",
+                "kind": kind,
+                "params": params,
+                "status": "pending",
+                "task_id": task_id,
+                "correlation": "c-1",
+                "created_at": now_iso(-age_s),
+                "expires_at": now_iso(600),
+            }
+        )
     )
 
 
 def stored(journal: Journal, request_id: str) -> dict[str, Any]:
     row = journal.pending_row(request_id)
     assert row is not None
-    return row
+    return dict(row)
 
 
 @pytest.fixture
@@ -98,7 +100,7 @@ def dead_owner(journal: Journal) -> dict[str, Any]:
         "started_at": now_iso(-600),
         "heartbeat_at": now_iso(-300),
     }
-    journal.db["instances"].insert(row)
+    journal.db.table("instances").insert(row)
     return row
 
 
@@ -112,7 +114,7 @@ def test_pending_json_lists_open_questions_as_the_meta_tools_show_them(journal: 
     table = run_cli("pending", env={**os.environ, "COLUMNS": "250"})  # a real process: no cell wraps
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == {
-        "pending": [question_json(stored(journal, i)) for i in (FORM, SAMPLE, URL_Q)]
+        "pending": [question_json(as_pending_row(stored(journal, i))) for i in (FORM, SAMPLE, URL_Q)]
     }
     assert table.returncode == 0
     for shown in (
@@ -228,16 +230,18 @@ def test_a_resumable_call_of_a_gone_process_is_answered_for_the_next_start(
 ) -> None:
     at = now_iso()
     journal.insert_task(
-        {
-            "task_id": "01TASK",
-            "instance_id": "01GONE",
-            "server": "tracker",
-            "tool": "file_bug",
-            "args": {},
-            "status": "working",
-            "created_at": at,
-            "last_updated_at": at,
-        }
+        as_task_row(
+            {
+                "task_id": "01TASK",
+                "instance_id": "01GONE",
+                "server": "tracker",
+                "tool": "file_bug",
+                "args": {},
+                "status": "working",
+                "created_at": at,
+                "last_updated_at": at,
+            }
+        )
     )
     journal.set_round("01TASK", "opaque-state", 1)
     ask(
@@ -380,7 +384,7 @@ def test_answer_json_prints_the_outcome_as_respond_to_elicitation_does(journal: 
     done = cli("answer", FORM, "--content", '{"name": "Ada"}', "--json")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)  # the whole of stdout is one document: the question is not shown
-    assert out["answered"] == question_json(stored(journal, FORM))
+    assert out["answered"] == question_json(as_pending_row(stored(journal, FORM)))
     assert out["answered"]["status"] == "accepted" and "within a moment" in out["delivery"]
 
 
@@ -424,7 +428,7 @@ def ask_approval(journal: Journal, request_id: str = APPROVAL) -> None:
     }
     ask(journal, request_id, params, task_id="01TASK")
     details = {"purpose": "approval", "approval": json.dumps(APPROVAL_DETAILS)}
-    journal.db["pending"].update(request_id, details)  # type: ignore[union-attr]
+    journal.db.table("pending").update(request_id, details)
 
 
 def half_terminal(request_id: str, on_terminal: str) -> tuple[int, str]:

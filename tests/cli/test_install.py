@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,7 +53,7 @@ def test_install_keeps_every_other_key_backs_up_and_is_idempotent(key: str) -> N
     host = hosts.HOSTS[key]
     path = host.path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    before = {
+    before: dict[str, Any] = {
         "theme": "dark",
         host.servers_key: {
             "other": {"command": "npx", "args": ["-y", "x"]},

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from emceepee_cli.ids import new_id
 from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import OwnedEvent
 from tests.cli.clirun import cli
 
 DEADLINE_S = 20.0
@@ -41,7 +42,9 @@ class Follower:
             ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
             assert ready, f"no line within {DEADLINE_S} s; so far: {self.buffer!r}"
             chunk = os.read(self.process.stdout.fileno(), 4096)
-            assert chunk, f"the follower ended: {self.process.stderr.read() if self.process.stderr else ''}"
+            assert chunk, (
+                f"the follower ended: {self.process.stderr.read() if self.process.stderr else b''!r}"
+            )
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
         return line.decode()
@@ -115,7 +118,7 @@ def test_events_and_journal_status_read_without_writing(emceepee_home: Path) -> 
     db = emceepee_home / "data" / "journal.db"
     journal = Journal(db)
     for kind in ("server_connected", "server_failed"):
-        event = {
+        event: OwnedEvent = {
             "event_id": new_id(),
             "instance_id": "i",
             "type": kind,

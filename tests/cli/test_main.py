@@ -16,7 +16,7 @@ from emceepee_cli.config import load_config
 from emceepee_cli.errors import NotFound
 from emceepee_cli.store.journal import Journal
 from tests.cli.clirun import cli
-from tests.support import Terminal, run_cli, write_config
+from tests.support import Terminal, as_pending_row, as_task_row, run_cli, write_config
 
 HEAVY = ("mcp", "mcp_types", "anyio", "jsonschema", "sqlite_utils", "regex", "rich", "pydantic")
 
@@ -183,7 +183,9 @@ def test_value_completion_offers_task_and_question_ids_from_the_journal(emceepee
     at = now_iso()
     task = {"instance_id": "i", "server": "echo", "tool": "slow", "args": {}, "status": "working"}
     journal.insert_task(
-        {**task, "task_id": "01TASKAAAAAAAAAAAAAAAAAAAA", "created_at": at, "last_updated_at": at}
+        as_task_row(
+            {**task, "task_id": "01TASKAAAAAAAAAAAAAAAAAAAA", "created_at": at, "last_updated_at": at}
+        )
     )
     question = {
         "instance_id": "i",
@@ -193,7 +195,9 @@ def test_value_completion_offers_task_and_question_ids_from_the_journal(emceepee
         "status": "pending",
     }
     journal.insert_pending(
-        {**question, "request_id": "01ASKBBBBBBBBBBBBBBBBBBBBB", "created_at": at, "expires_at": at}
+        as_pending_row(
+            {**question, "request_id": "01ASKBBBBBBBBBBBBBBBBBBBBB", "created_at": at, "expires_at": at}
+        )
     )
     journal.close()
 

@@ -14,6 +14,7 @@ from emceepee_cli.seal import KEY_FILE
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskStatus
 from tests.cli.inproc import cli
+from tests.support import as_task_row
 
 
 @pytest.fixture
@@ -23,16 +24,18 @@ def journal() -> Journal:
     for task_id, tool in (("01AAAWORKING00000000000000", "slow"), ("01BBBDONE00000000000000000", "echo")):
         at = now_iso()
         journal.insert_task(
-            {
-                "task_id": task_id,
-                "instance_id": "01INSTANCE",
-                "server": "echo",
-                "tool": tool,
-                "args": {},
-                "status": "working",
-                "created_at": at,
-                "last_updated_at": at,
-            }
+            as_task_row(
+                {
+                    "task_id": task_id,
+                    "instance_id": "01INSTANCE",
+                    "server": "echo",
+                    "tool": tool,
+                    "args": {},
+                    "status": "working",
+                    "created_at": at,
+                    "last_updated_at": at,
+                }
+            )
         )
     result = {"content": [{"type": "text", "text": "the answer"}], "structuredContent": {"n": 42}}
     journal.finish_task("01BBBDONE00000000000000000", TaskStatus.COMPLETED, result=result)
@@ -81,16 +84,18 @@ def test_an_ambiguous_or_unknown_prefix_is_a_clear_error(journal: Journal) -> No
 def test_interrupted_tasks_are_listed_by_default(journal: Journal) -> None:
     at = now_iso()
     journal.insert_task(
-        {
-            "task_id": "01CCCLOST00000000000000000",
-            "instance_id": "01INSTANCE",
-            "server": "echo",
-            "tool": "slow",
-            "args": {},
-            "status": "working",
-            "created_at": at,
-            "last_updated_at": at,
-        }
+        as_task_row(
+            {
+                "task_id": "01CCCLOST00000000000000000",
+                "instance_id": "01INSTANCE",
+                "server": "echo",
+                "tool": "slow",
+                "args": {},
+                "status": "working",
+                "created_at": at,
+                "last_updated_at": at,
+            }
+        )
     )
     lost = "emceepee stopped while this call was running (its emceepee process, pid 1, stopped)"
     journal.finish_task("01CCCLOST00000000000000000", TaskStatus.INTERRUPTED, error=lost)
@@ -134,16 +139,18 @@ def test_an_image_in_a_result_is_described_by_show_and_saved_by_result(
 ) -> None:
     at = now_iso()
     journal.insert_task(
-        {
-            "task_id": "01DDDIMAGE0000000000000000",
-            "instance_id": "01INSTANCE",
-            "server": "media",
-            "tool": "picture",
-            "args": {},
-            "status": "working",
-            "created_at": at,
-            "last_updated_at": at,
-        }
+        as_task_row(
+            {
+                "task_id": "01DDDIMAGE0000000000000000",
+                "instance_id": "01INSTANCE",
+                "server": "media",
+                "tool": "picture",
+                "args": {},
+                "status": "working",
+                "created_at": at,
+                "last_updated_at": at,
+            }
+        )
     )
     image = {"type": "image", "mimeType": "image/png", "data": base64.b64encode(b"\x89PNG-bytes").decode()}
     journal.finish_task("01DDDIMAGE0000000000000000", TaskStatus.COMPLETED, result={"content": [image]})

@@ -21,7 +21,7 @@ from emceepee_cli.core.questions import Questions
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
-from tests.support import EXAMPLES
+from tests.support import EXAMPLES, HOSTILE
 
 INSTANCE = "01INSTANCE"
 
@@ -113,6 +113,11 @@ def example(name: str, script: str, record: Path | None = None, **extra: Any) ->
     """A backend running one of examples/servers/ with this Python."""
     env = {"EMCEEPEE_EXAMPLE_LOG": str(record)} if record else {}
     return ServerSpec(name, command=sys.executable, args=(str(EXAMPLES / script),), env=env, **extra)
+
+
+def hostile(name: str, *flags: str) -> ServerSpec:
+    """A backend running tests/backends/hostile.py (stdlib only: it starts in a fraction of a second)."""
+    return ServerSpec(name, command=sys.executable, args=(str(HOSTILE), *flags))
 
 
 async def started(p: Parts, *specs: ServerSpec) -> dict[str, Backend]:

@@ -12,7 +12,7 @@ from mcp import Client
 
 from emceepee_cli.core.calls import CALL_TRANSITIONS, Call, CallState
 from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import BadTransition
+from emceepee_cli.store.records import BadTransition, PendingRow
 from tests.support import emceepee, example_table, payload, write_config
 
 GATE_S = 10.0
@@ -50,7 +50,7 @@ async def test_a_host_cancel_while_a_modern_round_is_journaled_ends_the_call_and
     entered, release = threading.Event(), threading.Event()
     insert_pending = Journal.insert_pending
 
-    def gated(self: Journal, row: dict[str, Any]) -> None:  # a slow disk, at the journal's own seam
+    def gated(self: Journal, row: PendingRow) -> None:  # a slow disk, at the journal's own seam
         entered.set()
         release.wait(GATE_S)
         insert_pending(self, row)

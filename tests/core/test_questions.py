@@ -14,6 +14,7 @@ from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.errors import BackendError, UsageError
 from emceepee_cli.store.records import BadTransition
 from tests.core.parts import INSTANCE, parts
+from tests.support import status_of
 
 pytestmark = pytest.mark.anyio
 
@@ -152,4 +153,4 @@ async def test_a_status_outside_the_transition_table_is_a_bug_and_raised(tmp_pat
         asked = await p.questions.ask("srv", "sampling", SAMPLE, task_id=None, correlation="server")
         with pytest.raises(BadTransition):
             await p.questions.settle(asked.request_id, "accepted")  # an elicitation's end, not sampling's
-        assert p.journal.pending_row(asked.request_id)["status"] == "pending"  # type: ignore[index]  # it exists
+        assert status_of(p.journal.pending_row(asked.request_id)) == "pending"

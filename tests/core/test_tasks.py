@@ -22,7 +22,8 @@ from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.calls import TaskEnded
 from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.errors import UsageError
-from tests.core.parts import INSTANCE, Parts, example, parts, started
+from tests.core.parts import INSTANCE, Parts, example, hostile, parts, started
+from tests.support import Gate, status_of
 
 pytestmark = pytest.mark.anyio
 
@@ -33,12 +34,16 @@ WAIT_S = 30
 async def tasks(
     tmp_path: Path, defaults: Defaults | None = None
 ) -> AsyncIterator[tuple[Tasks, Parts, dict[str, Backend], Path]]:
-    """Tasks over the echo and modern example backends; the file echo records what it saw."""
+    """Tasks over the echo and modern example backends and hostile.py (as "h", for its gates); the
+    file echo records what it saw."""
     record = tmp_path / "backend.log"
     defaults = defaults or Defaults()
     async with parts(tmp_path, defaults) as p:
         backends = await started(
-            p, example("echo", "echo.py", record), example("modern", "modern.py", protocol="modern")
+            p,
+            example("echo", "echo.py", record),
+            example("modern", "modern.py", protocol="modern"),
+            hostile("h"),
         )
         built = Tasks(
             p.aio,
@@ -83,28 +88,30 @@ async def test_a_call_done_in_time_is_answered_and_no_task_exists(tmp_path: Path
 
 
 async def test_a_slow_call_becomes_a_task_whose_end_is_journaled_and_announced(tmp_path: Path) -> None:
+    gate = Gate(tmp_path / "gate")
     async with tasks(tmp_path) as (t, p, backends, _):
         with anyio.fail_after(WAIT_S):
-            promoted = await t.execute(backends["echo"], "slow", slow(0.3), 10, None)
+            promoted = await t.execute(backends["h"], "gated", gate.args("done"), 10, None)
             assert isinstance(promoted, dict)
             task_id = promoted["proxy_task"]["task_id"]
             working = p.journal.task(task_id)
-            listed = await t.list_tasks("echo", None, False)
+            listed = await t.list_tasks("h", None, False)
             busy = t.working()
+            gate.open()
             result = await t.result(task_id[:10], 20_000, None)
         done = p.journal.task(task_id)
         announced = types_of(p)
-    assert promoted["proxy_task"]["status"] == "working" and promoted["pending_on_server"]["server"] == "echo"
+    assert promoted["proxy_task"]["status"] == "working" and promoted["pending_on_server"]["server"] == "h"
     assert (
         working is not None
         and working["status"] == "working"
-        and json.loads(working["args"] or "") == slow(0.3)
+        and json.loads(working["args"] or "") == gate.args("done")
     )
     assert [x["task_id"] for x in listed["tasks"]] == [task_id]
     assert busy == [
-        {"server": "echo", "working_tasks": [{"task_id": task_id, "tool": "slow", "status": "working"}]}
+        {"server": "h", "working_tasks": [{"task_id": task_id, "tool": "gated", "status": "working"}]}
     ]
-    assert text(result) == "slept 0.3 s"
+    assert text(result) == "done"
     assert done is not None and done["status"] == "completed" and done["finished_at"]
     assert announced == ["task_created", "task_status"]
 
@@ -134,7 +141,7 @@ async def test_a_cancel_another_process_asked_for_is_carried_out(tmp_path: Path)
             task_id = promoted["proxy_task"]["task_id"]
             assert p.journal.request_cancel(task_id)  # as `emceepee tasks cancel` does
             await t.cancel_requested()  # as the watcher does when the journal changed
-    assert p.journal.task(task_id)["status"] == "cancelled"  # type: ignore[index]  # it exists
+    assert status_of(p.journal.task(task_id)) == "cancelled"
 
 
 async def test_a_task_past_its_ttl_expires(tmp_path: Path) -> None:
@@ -144,27 +151,29 @@ async def test_a_task_past_its_ttl_expires(tmp_path: Path) -> None:
             assert isinstance(promoted, dict)
             await anyio.sleep(0.3)  # its TTL passes
             await t.expire_due()  # as the watcher does
-    assert p.journal.task(promoted["proxy_task"]["task_id"])["status"] == "expired"  # type: ignore[index]  # it exists
+    assert status_of(p.journal.task(promoted["proxy_task"]["task_id"])) == "expired"
 
 
 async def test_a_task_the_journal_cannot_take_is_kept_in_memory_and_its_result_served(tmp_path: Path) -> None:
+    gate = Gate(tmp_path / "gate")
     async with tasks(tmp_path) as (t, p, backends, _):
         with sqlite3.connect(tmp_path / "journal.db") as db:  # a real write failure, from SQLite itself
             db.execute(
                 "CREATE TRIGGER refuse BEFORE INSERT ON tasks BEGIN SELECT RAISE(ABORT, 'disk full'); END"
             )
         with anyio.fail_after(WAIT_S):
-            promoted = await t.execute(backends["echo"], "slow", slow(0.2), 10, None)
+            promoted = await t.execute(backends["h"], "gated", gate.args("done"), 10, None)
             assert isinstance(promoted, dict)
             task_id = promoted["proxy_task"]["task_id"]
             shown = await t.get_json(task_id)
+            gate.open()
             result = await t.result(task_id, 20_000, None)
             later = await t.get_json(task_id[:12])
     assert (
         "disk full" in promoted["journal_error"]["message"]
         and "restart would lose it" in promoted["journal_error"]["hint"]
     )
-    assert shown["status"] == "working" and text(result) == "slept 0.2 s" and later["status"] == "completed"
+    assert shown["status"] == "working" and text(result) == "done" and later["status"] == "completed"
     assert p.journal.task(task_id) is None and task_id in t.recorder.unjournaled
 
 
@@ -218,7 +227,7 @@ async def test_an_adopted_call_whose_server_is_gone_fails_with_the_reason(tmp_pa
             first = await t.execute(backends["modern"], "book", {"city": "Oslo"}, None, None)
             assert isinstance(first, dict)
             task_id = first["proxy_task"]["task_id"]
-            t.driver.backends = {}.get  # as if this process's config had no such server
+            t.driver.backends = lambda server: None  # as if this process's config had no such server
             t.calls.clear()
             await t.adopt([task_id, "01NOSUCHTASK"])
             with pytest.raises(TaskEnded) as ended:

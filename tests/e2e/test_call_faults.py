@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from tests.support import (
+    Gate,
     example_table,
     hostile_table,
     payload,
@@ -23,13 +24,14 @@ pytestmark = pytest.mark.anyio
 
 async def test_a_malformed_backend_result_fails_that_call_only(tmp_path: Path) -> None:
     config = write_config(tmp_path / "config.toml", hostile_table("bad"))
+    gate = Gate(tmp_path / "gate")
     async with serving(config) as client:
         with anyio.fail_after(30):
             await client.call_tool("list_tools", {})
-            slow = payload(
+            slow = payload(  # in flight on the same backend until the gate opens
                 await client.call_tool(
                     "execute_tool",
-                    {"server": "bad", "tool": "slow", "args": {"seconds": 1}, "timeout_ms": 10},
+                    {"server": "bad", "tool": "gated", "args": gate.args("done"), "timeout_ms": 10},
                 )
             )
             malformed = await client.call_tool(
@@ -39,6 +41,7 @@ async def test_a_malformed_backend_result_fails_that_call_only(tmp_path: Path) -
             echo = await client.call_tool(
                 "execute_tool", {"server": "bad", "tool": "echo", "args": {"text": "ok"}}
             )
+            gate.open()
             finished = await client.call_tool("get_task_result", {"task_id": slow["proxy_task"]["task_id"]})
             servers = payload(await client.call_tool("list_servers", {}))["servers"]
     assert malformed.is_error

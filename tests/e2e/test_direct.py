@@ -14,7 +14,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from tests.support import HOSTILE, hostile_table, payload, serving, still_answering, texts, write_config
+from tests.support import HOSTILE, Gate, hostile_table, payload, serving, still_answering, texts, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -59,6 +59,7 @@ async def test_a_direct_call_becomes_a_task_and_list_changes_are_announced(tmp_p
         '[defaults]\nexpose = "direct"\ntimeout_ms = 300\nmodel_adds_servers = "allow"\n',
         hostile_table("h"),
     )
+    gate = Gate(tmp_path / "gate")
     changed = anyio.Event()
     changes = 0
 
@@ -71,8 +72,9 @@ async def test_a_direct_call_becomes_a_task_and_list_changes_are_announced(tmp_p
     async with serving(config, message_handler=on_message) as client:
         with anyio.fail_after(60):
             before = await host_tools(client)
-            slow = payload(await client.call_tool("h__slow", {"seconds": 2}))
+            slow = payload(await client.call_tool("h__gated", gate.args("done")))
             task_id = slow["proxy_task"]["task_id"]
+            gate.open()
             done = await client.call_tool("get_task_result", {"task_id": task_id, "timeout_ms": 20_000})
             brief = payload(await client.call_tool("list_tools", {"server": "h"}))["servers"][0]["tools"]
             changed = anyio.Event()
@@ -84,7 +86,7 @@ async def test_a_direct_call_becomes_a_task_and_list_changes_are_announced(tmp_p
             await client.call_tool("remove_server", {"name": "more"})
             await changed.wait()
             after = await host_tools(client)
-    assert "h__slow" in before and "more__echo" not in before
+    assert "h__gated" in before and "more__echo" not in before
     assert texts(done)[0] == "done"
     assert {
         "name": "echo",

@@ -12,31 +12,44 @@ import pytest
 from mcp import Client
 
 from emceepee_cli.store.journal import Journal
-from tests.support import RawHost, envelope, example_table, payload, serve_command, serving, write_config
+from tests.support import (
+    Gate,
+    RawHost,
+    envelope,
+    hostile_table,
+    payload,
+    serve_command,
+    serving,
+    write_config,
+)
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    return write_config(tmp_path / "config.toml", example_table("echo", "echo.py"))
+    return write_config(tmp_path / "config.toml", hostile_table("h"))
 
 
-async def slow_task(client: Client, seconds: float) -> tuple[str, list[dict[str, Any]]]:
-    """Start echo.slow as a task at once; its id and the events its reply carried."""
+async def gated_task(client: Client, gate: Gate) -> tuple[str, list[dict[str, Any]]]:
+    """Start h.gated as a task at once (it ends when the test opens `gate`, so never before its
+    reply); its id and the events its reply carried."""
     result = await client.call_tool(
-        "execute_tool",
-        {"server": "echo", "tool": "slow", "args": {"seconds": seconds, "steps": 1}, "timeout_ms": 0},
+        "execute_tool", {"server": "h", "tool": "gated", "args": gate.args(), "timeout_ms": 0}
     )
     return payload(result)["proxy_task"]["task_id"], envelope(result).get("events_since_last_response", [])
 
 
-async def test_a_host_that_lost_a_reply_gets_its_events_again_with_since_event_id(config: Path) -> None:
+async def test_a_host_that_lost_a_reply_gets_its_events_again_with_since_event_id(
+    config: Path, tmp_path: Path
+) -> None:
+    gate = Gate(tmp_path / "gate")
     async with serving(config) as client:
         with anyio.fail_after(30):
             await client.call_tool("list_tools", {})
             before = payload(await client.call_tool("await_activity", {"timeout_ms": 0}))["last_event_id"]
-            task_id, seen = await slow_task(client, 0.2)
+            task_id, seen = await gated_task(client, gate)
+            gate.open()
             while not any(e["type"] == "task_status" and e["data"]["task_id"] == task_id for e in seen):
                 activity = payload(await client.call_tool("await_activity", {"timeout_ms": 5000}))
                 seen += activity["events"]
@@ -68,7 +81,10 @@ async def undelivered(event_type: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("ending", ["stdin closed", "kill -9"])
-async def test_events_a_serve_never_delivered_reach_the_next_session_once(config: Path, ending: str) -> None:
+async def test_events_a_serve_never_delivered_reach_the_next_session_once(
+    config: Path, tmp_path: Path, ending: str
+) -> None:
+    gate = Gate(tmp_path / "gate")
     process = await anyio.open_process(serve_command(config), env={**os.environ})
     try:
         host = RawHost(process)
@@ -77,9 +93,9 @@ async def test_events_a_serve_never_delivered_reach_the_next_session_once(config
             await host.tool("list_servers", {})
             await host.tool("list_tools", {})  # the backend is up, so the call itself is what is promoted
             promoted = await host.tool(
-                "execute_tool",
-                {"server": "echo", "tool": "slow", "args": {"seconds": 0.2, "steps": 1}, "timeout_ms": 0},
+                "execute_tool", {"server": "h", "tool": "gated", "args": gate.args(), "timeout_ms": 0}
             )
+            gate.open()  # the call ends only after its reply: its end is the host's to hear later
             ended = await undelivered("task_status")  # journaled, and the host never asked again
         if ending == "kill -9":
             process.kill()
@@ -97,5 +113,5 @@ async def test_events_a_serve_never_delivered_reach_the_next_session_once(config
     replayed = [e for e in envelope(listing)["events_since_last_response"] if e.get("replayed")]
     assert [e["event_id"] for e in replayed] == [ended["event_id"]]
     task_id = promoted["proxy_task"]["task_id"]
-    assert replayed[0]["data"] == {"task_id": task_id, "tool": "slow", "status": "completed"}
+    assert replayed[0]["data"] == {"task_id": task_id, "tool": "gated", "status": "completed"}
     assert not any(e.get("replayed") for e in envelope(later).get("events_since_last_response", []))

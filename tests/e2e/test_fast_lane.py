@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from tests.support import alive, example_table, hostile_table, serve_command, write_config
+from tests.support import Gate, alive, example_table, hostile_table, serve_command, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -181,8 +181,8 @@ async def test_results_are_byte_identical_to_the_slow_path(config: Path) -> None
                 for server, tool, args in CASES:
                     line = await host.tool("execute_tool", {"server": server, "tool": tool, "args": args})
                     replies[fast].append(result_bytes(line))
-    for (server, tool, args), fast, slow in zip(CASES, replies[True], replies[False], strict=True):
-        assert fast == slow, (server, tool, args)
+    for (server, tool, args), on_fast, on_slow in zip(CASES, replies[True], replies[False], strict=True):
+        assert on_fast == on_slow, (server, tool, args)
     shown = [json.loads(b"{" + r.lstrip(b",")) for r in replies[True]]
     assert shown[1]["result"]["_meta"] == {"example.com/k": "v"}
     assert shown[1]["result"]["structuredContent"]["list"] == [1, "two", None]
@@ -227,8 +227,8 @@ async def test_odd_tool_calls_from_the_host_get_the_slow_paths_answers(config: P
                     await host.write({"jsonrpc": "2.0", "method": "tools/call", **line})
                     replies[fast].append(await host.reply(line["id"]))
                 assert lane_of(await host.execute("raw", "request_id", {})) == ("fast" if fast else "slow")
-    for line, fast, slow in zip(odd_lines(), replies[True], replies[False], strict=True):
-        assert fast == slow, line
+    for line, on_fast, on_slow in zip(odd_lines(), replies[True], replies[False], strict=True):
+        assert on_fast == on_slow, line
     assert json.loads(replies[True][0])["result"]["content"][0]["text"] == "odd"
 
 
@@ -322,14 +322,16 @@ async def test_a_backend_dying_mid_call_fails_the_call_with_its_exit_and_restart
 
 
 async def test_a_suggested_next_tool_is_followed_and_a_slow_call_keeps_its_whole_result(
-    raw_only: Path,
+    raw_only: Path, tmp_path: Path
 ) -> None:
+    gate = Gate(tmp_path / "gate")
     async with serving_raw(raw_only) as host:
         with anyio.fail_after(BOUND_S):
             assert lane_of(await host.execute("raw", "request_id", {})) == "fast"
             chained = await host.execute("raw", "shaped", {"kind": "followed"})
-            promoted = await host.execute("raw", "slow", {"seconds": 0.5}, timeout_ms=0)
+            promoted = await host.execute("raw", "gated", gate.args("done"), timeout_ms=0)
             task_id = promoted["structuredContent"]["proxy_task"]["task_id"]
+            gate.open()
             done = await host.result("get_task_result", {"task_id": task_id, "timeout_ms": 20_000})
     assert chained["content"][0]["text"] == "followed"
     steps = json.loads(chained["content"][1]["text"])["tool_chain"]["steps"]

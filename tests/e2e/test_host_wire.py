@@ -39,7 +39,8 @@ class LineHost(RawHost):
         )
         answer = await self.until_id(self.next_id)
         await self.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return answer[-1]["result"]
+        result: dict[str, Any] = answer[-1]["result"]
+        return result
 
     async def write(self, message: Any) -> None:
         await self.raw(json.dumps(message).encode() + b"\n")

@@ -10,8 +10,10 @@ import anyio
 import pytest
 
 from tests.support import (
+    Gate,
     RawHost,
     example_table,
+    hostile_table,
     payload,
     run_cli,
     serve_command,
@@ -32,13 +34,16 @@ def record(tmp_path: Path) -> Path:
 @pytest.fixture
 def config(tmp_path: Path, record: Path) -> Path:
     return write_config(
-        tmp_path / "config.toml", example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)})
+        tmp_path / "config.toml",
+        example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)}),
+        hostile_table("h"),  # for its gates
     )
 
 
 async def test_after_kill_9_a_new_serve_reports_the_lost_task_and_keeps_finished_results(
-    config: Path,
+    config: Path, tmp_path: Path
 ) -> None:
+    gate = Gate(tmp_path / "gate")
     process = await anyio.open_process(serve_command(config), env={**os.environ})
     try:
         host = RawHost(process)
@@ -46,8 +51,9 @@ async def test_after_kill_9_a_new_serve_reports_the_lost_task_and_keeps_finished
             await host.initialize()
             done = await host.tool(
                 "execute_tool",
-                {"server": "echo", "tool": "slow", "args": {"seconds": 0.3, "steps": 1}, "timeout_ms": 10},
+                {"server": "h", "tool": "gated", "args": gate.args("finished"), "timeout_ms": 10},
             )
+            gate.open()
             await host.tool("get_task_result", {"task_id": done["proxy_task"]["task_id"]})
             lost = await host.tool(
                 "execute_tool",
@@ -67,7 +73,7 @@ async def test_after_kill_9_a_new_serve_reports_the_lost_task_and_keeps_finished
             interrupted = await client.call_tool(
                 "get_task_result", {"task_id": lost["proxy_task"]["task_id"]}
             )
-    assert texts(result) == ["slept 0.3 s"]
+    assert texts(result) == ["finished"]
     assert task["status"] == "interrupted"
     assert (
         "emceepee stopped while this call was running" in task["error"]

@@ -21,7 +21,7 @@ import pytest
 from emceepee_cli.clock import now_iso
 from emceepee_cli.store.instances import STALE_ENV
 from emceepee_cli.store.journal import Journal
-from tests.support import RawHost, example_table, run_cli, serve_command, write_config
+from tests.support import Gate, RawHost, example_table, hostile_table, run_cli, serve_command, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -87,8 +87,9 @@ async def serve(
         await process.aclose()
 
 
-def slow(seconds: float) -> dict[str, Any]:
-    return {"server": "echo", "tool": "slow", "args": {"seconds": seconds, "steps": 1}, "timeout_ms": 10}
+def gated(gate: Gate, text: str = "done") -> dict[str, Any]:
+    """h.gated, promoted at once: it runs until the test opens `gate`, then answers `text`."""
+    return {"server": "h", "tool": "gated", "args": gate.args(text), "timeout_ms": 10}
 
 
 @pytest.fixture
@@ -97,10 +98,8 @@ def record(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def config(tmp_path: Path, record: Path) -> Path:
-    return write_config(
-        tmp_path / "config.toml", example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)})
-    )
+def config(tmp_path: Path) -> Path:
+    return write_config(tmp_path / "config.toml", hostile_table("h"))
 
 
 async def start(run: Run) -> None:
@@ -111,15 +110,19 @@ async def start(run: Run) -> None:
 def task_of(task_id: str) -> dict[str, Any]:
     shown = run_cli("tasks", "show", task_id, "--json")
     assert shown.returncode == 0, shown.stderr
-    return json.loads(shown.stdout)["task"]  # type: ignore[no-any-return]
+    task: dict[str, Any] = json.loads(shown.stdout)["task"]
+    return task
 
 
-async def test_a_frozen_serve_is_not_declared_dead_and_its_task_keeps_its_real_result(config: Path) -> None:
+async def test_a_frozen_serve_is_not_declared_dead_and_its_task_keeps_its_real_result(
+    config: Path, tmp_path: Path
+) -> None:
+    gate = Gate(tmp_path / "gate")
     env = {**os.environ, STALE_ENV: "1"}  # stale after 1 s (heartbeat every ~0.2 s), not 30
     async with serve(config, env) as run:
         with anyio.fail_after(30):
             await start(run)
-            task_id = (await run.host.tool("execute_tool", slow(1)))["proxy_task"]["task_id"]
+            task_id = (await run.host.tool("execute_tool", gated(gate)))["proxy_task"]["task_id"]
         os.kill(run.process.pid, signal.SIGSTOP)
         try:
             await anyio.sleep(2.5)  # the fault itself: frozen for longer than the staleness threshold
@@ -127,6 +130,7 @@ async def test_a_frozen_serve_is_not_declared_dead_and_its_task_keeps_its_real_r
             frozen = task_of(task_id)
         finally:
             os.kill(run.process.pid, signal.SIGCONT)
+        gate.open()
         with anyio.fail_after(30):
             result = await run.host.tool("get_task_result", {"task_id": task_id, "timeout_ms": 20000})
             await run.host.tool("list_servers", {})  # still answering
@@ -134,17 +138,18 @@ async def test_a_frozen_serve_is_not_declared_dead_and_its_task_keeps_its_real_r
     assert listed.returncode == 0, listed.stderr
     assert [t["status"] for t in json.loads(listed.stdout)["tasks"]] == ["working"]
     assert frozen["status"] == "working"
-    assert result["content"][0]["text"] == "slept 1 s" and not result.get("is_error")
+    assert result["content"][0]["text"] == "done" and not result.get("is_error")
     assert task_of(task_id)["status"] == "completed"
 
 
 async def test_a_serve_takes_back_a_task_an_older_emceepee_marked_interrupted_and_delivers_it(
-    config: Path,
+    config: Path, tmp_path: Path
 ) -> None:
+    gate = Gate(tmp_path / "gate")
     async with serve(config) as run:
         with anyio.fail_after(30):
             await start(run)
-            task_id = (await run.host.tool("execute_tool", slow(2)))["proxy_task"]["task_id"]
+            task_id = (await run.host.tool("execute_tool", gated(gate)))["proxy_task"]["task_id"]
             # what an older emceepee (or a CLI on another machine) writes when it takes serve for dead
             old = f"emceepee stopped while this call was running (at {now_iso(-60)}, pid {run.process.pid})"
             with sqlite3.connect(Journal().path) as db:
@@ -152,10 +157,13 @@ async def test_a_serve_takes_back_a_task_an_older_emceepee_marked_interrupted_an
                     "UPDATE tasks SET status = 'interrupted', finished_at = ?, error = ? WHERE task_id = ?",
                     [now_iso(), f"{old}; the backend call was lost", task_id],
                 )
+            while "working again" not in run.log:  # noqa: ASYNC110 - serve's watcher takes it back
+                await anyio.sleep(0.05)
+            gate.open()  # the call ends only once serve has taken it back
             result = await run.host.tool("get_task_result", {"task_id": task_id, "timeout_ms": 20000})
             await run.host.tool("list_servers", {})
         assert await run.stop() == 0
-    assert result["content"][0]["text"] == "slept 2 s" and not result.get("is_error")
+    assert result["content"][0]["text"] == "done" and not result.get("is_error")
     assert task_of(task_id)["status"] == "completed"
     assert "working again" in run.log and task_id in run.log
 
@@ -232,34 +240,38 @@ async def test_two_serves_started_after_kill_9_re_drive_a_suspended_call_once(
 
 
 async def test_a_journal_deleted_under_a_running_serve_is_re_created_and_keeps_what_comes_later(
-    config: Path,
+    config: Path, tmp_path: Path
 ) -> None:
+    early_gate, late_gate = Gate(tmp_path / "early"), Gate(tmp_path / "late")
     db = Journal().path
     async with serve(config) as run:
         with anyio.fail_after(30):
             await start(run)
-            early = (await run.host.tool("execute_tool", slow(0.1)))["proxy_task"]["task_id"]
+            early = (await run.host.tool("execute_tool", gated(early_gate, "early")))["proxy_task"]["task_id"]
+            early_gate.open()
             await run.host.tool("get_task_result", {"task_id": early, "timeout_ms": 10000})
-            late = (await run.host.tool("execute_tool", slow(3)))["proxy_task"]["task_id"]
+            late = (await run.host.tool("execute_tool", gated(late_gate, "late")))["proxy_task"]["task_id"]
         db.unlink()
         with anyio.fail_after(30):
             while not db.exists():  # noqa: ASYNC110 - another process re-creates it; nothing here can wake us
                 await anyio.sleep(0.05)
             listed = json.loads(run_cli("tasks", "list", "--all", "--json").stdout)["tasks"]
+            late_gate.open()
             result = await run.host.tool("get_task_result", {"task_id": late, "timeout_ms": 20000})
             await run.host.tool("list_servers", {})
         assert await run.stop() == 0
     assert [t["task_id"] for t in listed] == [late, early]  # re-journaled once the file is back
-    assert result["content"][0]["text"] == "slept 3 s"
+    assert result["content"][0]["text"] == "late"
     assert "was deleted or replaced" in run.log
     kept = run_cli("tasks", "result", late)
-    assert kept.returncode == 0 and kept.stdout.strip() == "slept 3 s"
+    assert kept.returncode == 0 and kept.stdout.strip() == "late"
     assert task_of(early)["status"] == "completed"  # this process's earlier result is kept too
 
 
 async def test_a_full_disk_is_reported_clearly_and_serve_keeps_answering_and_exits_cleanly(
-    config: Path,
+    config: Path, tmp_path: Path
 ) -> None:
+    held, quick_gate = Gate(tmp_path / "never"), Gate(tmp_path / "quick")
     Journal().close()  # the journal exists before the limit applies: the disk fills up later
     limit = os.path.getsize(Journal().path) + 64 * 1024
     command = [sys.executable, "-c", FILE_SIZE_LIMITED, str(limit), *serve_command(config)]
@@ -267,13 +279,14 @@ async def test_a_full_disk_is_reported_clearly_and_serve_keeps_answering_and_exi
         with anyio.fail_after(60):
             await start(run)
             for _ in range(100):  # every promoted call journals a task; soon one cannot be written
-                out = await run.host.tool("execute_tool", slow(30))
+                out = await run.host.tool("execute_tool", gated(held))
                 if "journal_error" in out:
                     break
             assert await run.host.tool("list_servers", {}) != {}  # still answering
             # the task the journal could not take is still known to this serve, and so is a result
             shown = await run.host.tool("get_task", {"task_id": out["proxy_task"]["task_id"]})
-            quick = await run.host.tool("execute_tool", slow(0.5))
+            quick = await run.host.tool("execute_tool", gated(quick_gate, "quick"))
+            quick_gate.open()
             kept = await run.host.send(
                 "tools/call",
                 {"name": "get_task_result", "arguments": {"task_id": quick["proxy_task"]["task_id"]}},
@@ -284,7 +297,7 @@ async def test_a_full_disk_is_reported_clearly_and_serve_keeps_answering_and_exi
     assert str(Journal().path) in error["message"] and "free space" in error["hint"]
     assert "a restart would lose it" in error["hint"]
     assert shown["task"]["status"] == "working"
-    assert "journal_error" in quick and kept["content"][0]["text"] == "slept 0.5 s", kept
+    assert "journal_error" in quick and kept["content"][0]["text"] == "quick", kept
     assert code == 0, run.log
     assert "could not record that this emceepee stopped" in run.log
     assert "Traceback" not in run.log and "ExceptionGroup" not in run.log

@@ -29,7 +29,7 @@ from emceepee_cli.clock import now_iso
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskRow, TaskStatus
 from tests.e2e.test_journal_faults import Run, serve
-from tests.support import AS_OWNER_PREFIX, example_table, serve_command, write_config
+from tests.support import AS_OWNER_PREFIX, Gate, hostile_table, serve_command, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -165,7 +165,7 @@ def backend_text(result: dict[str, Any]) -> str:
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    return write_config(tmp_path / "config.toml", example_table("echo", "echo.py"))
+    return write_config(tmp_path / "config.toml", hostile_table("h"))  # stdlib: quick to start; its gates
 
 
 @pytest.fixture(params=list(FAULTS))
@@ -186,8 +186,9 @@ def db(fault: Fault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 
 async def test_serve_on_a_journal_it_cannot_use_answers_from_memory_and_every_reply_says_how_to_fix_it(
-    fault: Fault, config: Path, db: Path
+    fault: Fault, config: Path, db: Path, tmp_path: Path
 ) -> None:
+    gate = Gate(tmp_path / "gate")
     before = snapshot(db)
     command = [*AS_OWNER_PREFIX, *serve_command(config)] if fault.as_owner else None
     flags: list[dict[str, Any]] = []
@@ -207,22 +208,21 @@ async def test_serve_on_a_journal_it_cannot_use_answers_from_memory_and_every_re
                 servers, flag = await call(run, "list_servers", {})
                 flags.append(flag)
                 while True:  # the backend starts in the background: list until its tools are there
-                    tools, flag = await call(run, "list_tools", {"server": "echo"})
+                    tools, flag = await call(run, "list_tools", {"server": "h"})
                     flags.append(flag)
                     [group] = tools["structuredContent"]["servers"]
                     assert group["status"] != "failed", group
                     if "tools" in group:
                         break
                 echoed, flag = await call(
-                    run, "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "hi"}}
+                    run, "execute_tool", {"server": "h", "tool": "echo", "args": {"text": "hi"}}
                 )
                 flags.append(flag)
-                slow = {"seconds": 0.5, "steps": 1}
-                promoted, flag = await call(
-                    run, "execute_tool", {"server": "echo", "tool": "slow", "args": slow, "timeout_ms": 10}
-                )
+                gated = {"server": "h", "tool": "gated", "args": gate.args("done"), "timeout_ms": 10}
+                promoted, flag = await call(run, "execute_tool", gated)
                 flags.append(flag)
                 task_id = promoted["structuredContent"]["proxy_task"]["task_id"]
+                gate.open()
                 result, flag = await call(run, "get_task_result", {"task_id": task_id, "timeout_ms": 20000})
                 flags.append(flag)
                 tasks, flag = await call(run, "list_tasks", {"include_completed": True})
@@ -232,9 +232,9 @@ async def test_serve_on_a_journal_it_cannot_use_answers_from_memory_and_every_re
 
     assert init["serverInfo"]["name"] == "emceepee"
     assert "list_servers" in {tool["name"] for tool in listed["tools"]}
-    assert [s["name"] for s in servers["structuredContent"]["servers"]] == ["echo"]
+    assert [s["name"] for s in servers["structuredContent"]["servers"]] == ["h"]
     assert backend_text(echoed) == "hi"
-    assert backend_text(result) == "slept 0.5 s"
+    assert backend_text(result) == "done"
     assert [t["task_id"] for t in tasks["structuredContent"]["tasks"]] == [task_id]
     assert servers["structuredContent"]["journal_error"] == flags[0]  # ours carry it structured too
     for flag in flags:

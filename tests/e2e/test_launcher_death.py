@@ -32,6 +32,7 @@ def launcher_table(name: str) -> str:
 async def ready_row(client: Client, *, not_pid: int | None = None) -> dict[str, object]:
     """The backend's list_servers row once it is ready (with another pid than `not_pid`)."""
     while True:
+        row: dict[str, object]
         [row] = payload(await client.call_tool("list_servers", {}))["servers"]
         if row["status"] == "ready" and row.get("pid") not in (None, not_pid):
             return row

@@ -16,6 +16,7 @@ from emceepee_cli import paths, seal
 from emceepee_cli.core import resume, sagas
 from tests.e2e.test_chains import block, call, started
 from tests.support import (
+    Gate,
     RawHost,
     example_table,
     hostile_table,
@@ -36,13 +37,12 @@ def record(tmp_path: Path) -> Path:
     return tmp_path / "resumable.log"
 
 
-def config_for(tmp_path: Path, record: Path, echo: bool = False, **extra: Any) -> Path:
-    """resumable and hostile; echo (an SDK backend, a second of CPU to start) only where it is called."""
+def config_for(tmp_path: Path, record: Path, **extra: Any) -> Path:
+    """resumable and hostile."""
     env = {"EMCEEPEE_EXAMPLE_LOG": str(record)}
     return write_config(
         tmp_path / "config.toml",
         example_table("resumable", "resumable.py", env=env, **extra),
-        example_table("echo", "echo.py") if echo else "",
         hostile_table("hostile", auto_resume=True, auto_resume_limit=3, auto_resume_interval_ms=1),
     )
 
@@ -185,19 +185,21 @@ async def test_a_resuming_task_whose_server_was_removed_keeps_its_token_until_th
 async def test_a_tasks_own_resume_token_gets_its_result_and_forgeries_are_refused(
     tmp_path: Path, record: Path
 ) -> None:
-    config = config_for(tmp_path, record, echo=True)
+    config = config_for(tmp_path, record)
+    gate = Gate(tmp_path / "gate")
     process = await anyio.open_process(serve_command(config), env={**os.environ})
     try:
         host = RawHost(process)
         with anyio.fail_after(40):
             await host.initialize()
             await host.tool("list_servers", {})
-            slow = {"server": "echo", "tool": "slow", "args": {"seconds": 1, "steps": 1}}
+            slow: dict[str, Any] = {"server": "hostile", "tool": "gated", "args": gate.args("done")}
             raw = await host.send(
                 "tools/call", {"name": "execute_tool", "arguments": {**slow, "timeout_ms": 0}}
             )
             token = raw["structuredContent"]["proxy_task"]["resume_token"]
             task_id = raw["structuredContent"]["proxy_task"]["task_id"]
+            gate.open()
             done = await host.send(
                 "tools/call", {"name": "execute_tool", "arguments": slow, "resumeToken": token}
             )
@@ -206,12 +208,12 @@ async def test_a_tasks_own_resume_token_gets_its_result_and_forgeries_are_refuse
             forged = {
                 "tampered": resume.PREFIX + body[:-3] + ("AAA" if body[-3:] != "AAA" else "BBB"),
                 "foreign": seal.sign_resume(
-                    b"k" * 32, task_id, "echo", "slow", slow["args"], time.time() + 60
+                    b"k" * 32, task_id, "hostile", "gated", slow["args"], time.time() + 60
                 ),
-                "expired": seal.sign_resume(key, task_id, "echo", "slow", slow["args"], time.time() - 1),
+                "expired": seal.sign_resume(key, task_id, "hostile", "gated", slow["args"], time.time() - 1),
                 "saga": sagas.sign(key, task_id, []),
                 "other call": seal.sign_resume(
-                    key, task_id, "echo", "slow", {"seconds": 2}, time.time() + 60
+                    key, task_id, "hostile", "gated", gate.args("other"), time.time() + 60
                 ),
             }
             refused = {
@@ -225,7 +227,7 @@ async def test_a_tasks_own_resume_token_gets_its_result_and_forgeries_are_refuse
             await process.wait()
         await process.aclose()
     assert raw["nextResumeToken"] == token and token.startswith("emp1.")
-    assert done["content"][0]["text"] == "slept 1 s" and "nextResumeToken" not in done
+    assert done["content"][0]["text"] == "done" and "nextResumeToken" not in done
     messages = {name: result["error"]["message"] for name, result in refused.items()}
     assert "did not issue it, or it was altered" in messages["tampered"]
     assert "did not issue it, or it was altered" in messages["foreign"]
@@ -239,12 +241,14 @@ async def test_a_serve_whose_install_key_cannot_be_used_still_serves_and_signs_w
 ) -> None:
     (paths.data_dir() / seal.KEY_FILE).mkdir(parents=True)  # where the key file should be: a folder
     config = write_config(tmp_path / "config.toml", hostile_table("hostile"))
+    gate = Gate(tmp_path / "gate")
     async with serving(config) as client:
         with anyio.fail_after(30):
             await client.call_tool("list_servers", {})
-            slow = {"server": "hostile", "tool": "slow", "args": {"seconds": 0.5}}
+            slow = {"server": "hostile", "tool": "gated", "args": gate.args("done")}
             started = payload(await client.call_tool("execute_tool", {**slow, "timeout_ms": 0}))
             token = started["proxy_task"]["resume_token"]
+            gate.open()
             done = await client.call_tool(
                 "execute_tool", {**slow, "resume_token": token, "timeout_ms": 20_000}
             )

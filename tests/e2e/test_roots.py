@@ -13,6 +13,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
+from pydantic import FileUrl
 
 from tests.support import HOSTILE, example_table, serving, still_answering, texts, until_ready, write_config
 
@@ -29,7 +30,7 @@ def dirs(tmp_path: Path, *names: str) -> list[Path]:
 async def roots_of(client: Client, server: str, tool: str = "list_roots") -> dict[str, Any]:
     result = await client.call_tool("execute_tool", {"server": server, "tool": tool, "args": {}})
     assert not result.is_error and result.structured_content is not None, result
-    return result.structured_content
+    return dict(result.structured_content)
 
 
 async def backend_log_says(log: Path, line: str) -> None:
@@ -68,7 +69,7 @@ async def test_host_roots_are_asked_once_and_a_change_reaches_the_backend(tmp_pa
         f"[defaults]\nroots = [{json.dumps(str(shared))}]\n",
         example_table("r", "roots.py", env={"EMCEEPEE_EXAMPLE_LOG": str(log)}),
     )
-    roots = [types.Root(uri="file:///home/u/app", name="app")]
+    roots = [types.Root(uri=FileUrl("file:///home/u/app"), name="app")]
     asked = 0
 
     async def on_list_roots(ctx: ClientRequestContext) -> types.ListRootsResult:
@@ -81,7 +82,7 @@ async def test_host_roots_are_asked_once_and_a_change_reaches_the_backend(tmp_pa
             await client.list_tools()
             first = [await roots_of(client, "r") for _ in range(5)]  # a backend asking again and again
             asked_before = asked
-            roots.append(types.Root(uri="file:///home/u/lib"))
+            roots.append(types.Root(uri=FileUrl("file:///home/u/lib")))
             await client.session.send_notification(types.RootsListChangedNotification())
             await backend_log_says(log, "roots file:///home/u/app file:///home/u/lib")
             after = await roots_of(client, "r")

@@ -12,7 +12,7 @@ import anyio.abc
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.support import RawHost, alive, example_table, payload, serve_command, texts, write_config
+from tests.support import RawHost, alive, example_table, payload, serve_command, text_of, texts, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -63,7 +63,7 @@ async def test_a_host_reaches_every_backend_through_serve(config: Path) -> None:
     assert structured.structured_content == {"items": [1, 2, 3], "ok": True}
     assert failed.is_error and texts(failed) == ["m"]
     assert texts(thirtieth) == ["tool_30 got 1"]
-    assert "echo example backend" in readme.content[0].resource.text
+    assert "echo example backend" in text_of(readme.content[0])
     assert prompt["messages"][0]["content"]["text"] == "Say hello to Bo."
     assert not any(alive(row["pid"]) for row in servers.values()), "a backend outlived serve (stdin closed)"
 

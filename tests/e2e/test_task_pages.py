@@ -14,7 +14,7 @@ from emceepee_cli.ids import new_id
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskStatus
 from tests.cli.inproc import cli
-from tests.support import payload, serving, still_answering, texts, write_config
+from tests.support import as_task_row, payload, serving, still_answering, texts, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -27,16 +27,18 @@ def history(count: int) -> list[str]:
     for n in range(count):
         task_id, at = new_id(), now_iso()
         journal.insert_task(
-            {
-                "task_id": task_id,
-                "instance_id": "01EARLIERSERVE",
-                "server": "echo",
-                "tool": f"tool{n}",
-                "args": "{}",
-                "status": "working",
-                "created_at": at,
-                "last_updated_at": at,
-            }
+            as_task_row(
+                {
+                    "task_id": task_id,
+                    "instance_id": "01EARLIERSERVE",
+                    "server": "echo",
+                    "tool": f"tool{n}",
+                    "args": "{}",
+                    "status": "working",
+                    "created_at": at,
+                    "last_updated_at": at,
+                }
+            )
         )
         journal.finish_task(task_id, TaskStatus.COMPLETED, result={"content": []})
         ids.append(task_id)

@@ -13,7 +13,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
-from tests.support import EXAMPLES
+from tests.support import EXAMPLES, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -35,6 +35,13 @@ def record(tmp_path: Path) -> Path:
 def suggestion(result: types.CallToolResult, key: str = "nextTool") -> tuple[str, dict[str, Any]] | None:
     found = (result.meta or {}).get(key)
     return None if found is None else (found["tool"], found.get("arguments", {}))
+
+
+def suggested(result: types.CallToolResult, key: str = "nextTool") -> tuple[str, dict[str, Any]]:
+    """The suggestion the result must carry (none fails the test)."""
+    found = suggestion(result, key)
+    assert found is not None, result
+    return found
 
 
 def called(record: Path) -> list[str]:
@@ -63,7 +70,7 @@ async def test_step_a_leads_to_step_b_then_step_c_which_ends_the_chain(record: P
     for (tool, args), result in trace:
         jsonschema.validate(args, tools[tool].input_schema)  # every suggestion is valid, as a server MUST
         assert result.structured_content == {"step": tool, "arguments": args}
-        assert result.content[0].text == f"{tool} got {json.dumps(args, sort_keys=True)}"
+        assert text_of(result.content[0]) == f"{tool} got {json.dumps(args, sort_keys=True)}"
         assert not result.is_error
     assert trace[-1][1].meta is None
     assert called(record) == [
@@ -75,7 +82,7 @@ async def test_cycle_y_suggests_the_very_call_that_led_to_it(record: Path) -> No
     async with chain_backend(record) as client:
         with anyio.fail_after(30):
             first = await client.call_tool("cycle_x", {"n": 1})
-            second = await client.call_tool(*suggestion(first))  # type: ignore[misc]
+            second = await client.call_tool(*suggested(first))
     assert suggestion(first) == ("cycle_y", {"n": 1})
     assert suggestion(second) == ("cycle_x", {"n": 1})
 
@@ -84,7 +91,7 @@ async def test_bad_next_suggests_arguments_that_step_b_refuses(record: Path) -> 
     async with chain_backend(record) as client:
         with anyio.fail_after(30):
             tools = await listed(client)
-            tool, args = suggestion(await client.call_tool("bad_next", {}))  # type: ignore[misc]
+            tool, args = suggested(await client.call_tool("bad_next", {}))
             refused = await client.call_tool(tool, args)
     assert (tool, args) == ("step_b", {"value": 42})
     problems = [
@@ -93,7 +100,7 @@ async def test_bad_next_suggests_arguments_that_step_b_refuses(record: Path) -> 
     assert any("'via' is a required property" in p for p in problems) and any(
         "not of type 'string'" in p for p in problems
     )
-    assert refused.is_error and "invalid arguments for step_b" in refused.content[0].text
+    assert refused.is_error and "invalid arguments for step_b" in text_of(refused.content[0])
     assert called(record) == ["called bad_next {}"]  # step_b ran nothing
 
 
@@ -101,7 +108,7 @@ async def test_missing_next_suggests_a_tool_the_server_does_not_list(record: Pat
     async with chain_backend(record) as client:
         with anyio.fail_after(30):
             tools = await listed(client)
-            tool, args = suggestion(await client.call_tool("missing_next", {}))  # type: ignore[misc]
+            tool, args = suggested(await client.call_tool("missing_next", {}))
             with pytest.raises(MCPError, match="Unknown tool: no_such_tool"):
                 await client.call_tool(tool, args)
     assert (tool, args) == ("no_such_tool", {}) and tool not in tools

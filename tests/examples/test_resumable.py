@@ -14,7 +14,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from pydantic import ConfigDict
 
-from tests.support import EXAMPLES
+from tests.support import EXAMPLES, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +43,7 @@ def resumable_backend(record: Path, mode: str = "legacy", **env: str) -> Client:
         args=[str(EXAMPLES / "resumable.py")],
         env={"EMCEEPEE_EXAMPLE_LOG": str(record), **env},
     )
-    return Client(params, mode=mode)  # type: ignore[arg-type]
+    return Client(params, mode=mode)
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def tokens(result: RawResult) -> dict[str, str]:
 
 
 def text(result: types.CallToolResult) -> str:
-    return result.content[0].text  # type: ignore[union-attr]
+    return text_of(result.content[0])
 
 
 @pytest.mark.parametrize("placement", list(ROUTES))
@@ -92,7 +92,7 @@ async def test_search_pages_until_a_page_without_a_token(record: Path, placement
         'page 2 of 3 for "P": grapefruit, papaya, pear',
         'page 3 of 3 for "P": pineapple, plum',
     ]
-    assert [page.structured_content["items"] for page in pages][-1] == ["pineapple", "plum"]  # type: ignore[index]
+    assert [page.structured_content["items"] for page in pages][-1] == ["pineapple", "plum"]
     normalized = json.dumps({"page_size": 3, "placement": placement, "query": "P"}, sort_keys=True)
     assert record.read_text().splitlines() == [
         f"called search {normalized} resume=none",
@@ -136,7 +136,7 @@ async def test_a_job_is_ready_on_the_nth_poll_with_a_new_token_each_time(record:
         "job build: not ready (poll 2 of 3)",
         "job build: ready after 3 polls",
     ]
-    assert [r.structured_content["status"] for r in results] == ["working"] * 3 + ["ready"]  # type: ignore[index]
+    assert [r.structured_content["status"] for r in results] == ["working"] * 3 + ["ready"]
     issued = [tokens(r)["meta"] for r in results[:-1]]
     assert len(set(issued)) == 3
     assert elapsed >= 4 * 0.2  # every call took its `seconds`

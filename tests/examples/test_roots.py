@@ -8,8 +8,10 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp.client.session import ClientRequestContext
+from pydantic import FileUrl
 
 from tests.examples.direct import direct, events
+from tests.support import text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -20,12 +22,12 @@ async def test_without_roots_only_list_roots_is_listed_and_it_says_why_it_fails(
             names = [tool.name for tool in (await client.list_tools()).tools]
             result = await client.call_tool("list_roots", {})
     assert names == ["list_roots"]
-    assert result.is_error and "did not declare the roots capability" in result.content[0].text
+    assert result.is_error and "did not declare the roots capability" in text_of(result.content[0])
 
 
 async def test_roots_reach_the_backend_and_a_change_is_followed(tmp_path: Path) -> None:
     log = tmp_path / "backend.log"
-    roots = [types.Root(uri="file:///home/u/app", name="app")]
+    roots = [types.Root(uri=FileUrl("file:///home/u/app"), name="app")]
     asked = [anyio.Event(), anyio.Event(), anyio.Event()]
     calls = 0
 
@@ -40,13 +42,13 @@ async def test_roots_reach_the_backend_and_a_change_is_followed(tmp_path: Path) 
             names = [tool.name for tool in (await client.list_tools()).tools]
             now = await client.call_tool("list_roots", {})
             first = await client.call_tool("known_roots", {})
-            roots.append(types.Root(uri="file:///home/u/lib"))
+            roots.append(types.Root(uri=FileUrl("file:///home/u/lib")))
             await client.session.send_notification(types.RootsListChangedNotification())
             await asked[2].wait()  # fetched at start, by list_roots, and after the change
             second = await client.call_tool("known_roots", {})
     assert names == ["list_roots", "known_roots"]
     assert now.structured_content == {"roots": [{"uri": "file:///home/u/app", "name": "app"}]}
-    assert now.content[0].text == "file:///home/u/app app"
+    assert text_of(now.content[0]) == "file:///home/u/app app"
     assert first.structured_content == {"roots": [{"uri": "file:///home/u/app", "name": "app"}], "changes": 0}
     assert second.structured_content == {
         "roots": [{"uri": "file:///home/u/app", "name": "app"}, {"uri": "file:///home/u/lib"}],

@@ -10,6 +10,7 @@ import mcp_types as types
 import pytest
 
 from tests.examples.direct import direct, events
+from tests.support import text_of
 
 pytestmark = [
     pytest.mark.anyio,
@@ -48,8 +49,8 @@ async def test_prompt_and_template_arguments_complete() -> None:
     assert languages.completion.values == ["python", "pytorch"] and languages.completion.total == 2
     assert frameworks.completion.values == ["fastapi", "flask"]
     assert names.completion.values == ["tips", "todo"]
-    assert prompt.messages[0].content.text == "Review this python code using flask."
-    assert note.contents[0].text == "buy milk"
+    assert text_of(prompt.messages[0].content) == "Review this python code using flask."
+    assert text_of(note.contents[0]) == "buy milk"
 
 
 async def test_a_subscriber_hears_of_updates_until_it_unsubscribes(tmp_path: Path) -> None:
@@ -74,7 +75,7 @@ async def test_a_subscriber_hears_of_updates_until_it_unsubscribes(tmp_path: Pat
             value = await client.read_resource("surface://counter")
     assert bumped.structured_content == {"counter": 3}
     assert updates == ["surface://counter"]
-    assert value.contents[0].text == "4"
+    assert text_of(value.contents[0]) == "4"
     assert events(log) == [
         "subscribed surface://counter",
         "updated surface://counter",
@@ -101,7 +102,7 @@ async def test_set_level_filters_log_messages(tmp_path: Path) -> None:
             await client.set_logging_level("warning")
             loud = await client.call_tool("log", {"level": "warning", "message": "heard"})
             await warned.wait()
-    assert [before.content[0].text, quiet.content[0].text, loud.content[0].text] == [
+    assert [text_of(before.content[0]), text_of(quiet.content[0]), text_of(loud.content[0])] == [
         "filtered",
         "filtered",
         "sent",

@@ -11,6 +11,7 @@ import pytest
 from mcp import MCPError, UrlElicitationRequiredError
 
 from tests.examples.direct import direct, events
+from tests.support import text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -48,9 +49,9 @@ async def test_a_tool_needs_a_url_elicitation_until_it_is_completed(tmp_path: Pa
         "message": "Authorize access to the example Files service in your browser.",
     }
     assert retry.value.error.data == first.value.error.data  # the same id until completed
-    assert done.content[0].text == "authorized files" and not done.is_error
+    assert text_of(done.content[0]) == "authorized files" and not done.is_error
     assert completions == [required[0].elicitation_id]
-    assert listed.content[0].text == "docs: a.txt, b.txt"
+    assert text_of(listed.content[0]) == "docs: a.txt, b.txt"
     assert again.is_error
     eid = required[0].elicitation_id
     assert events(log) == [f"required files {eid}", f"required files {eid}", f"completed files {eid}"]
@@ -74,4 +75,4 @@ async def test_an_error_lists_every_missing_authorization() -> None:
     ]
     assert len(both.value.error.data["elicitations"]) == 2 and len(one.value.error.data["elicitations"]) == 1
     assert calendar_id == both.value.error.data["elicitations"][1]["elicitationId"]
-    assert synced.content[0].text == "synced files and calendar"
+    assert text_of(synced.content[0]) == "synced files and calendar"

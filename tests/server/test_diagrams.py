@@ -16,7 +16,7 @@ from emceepee_cli.store.records import (
     TASK_TRANSITIONS,
     TaskStatus,
 )
-from tests.support import emceepee, write_config
+from tests.support import emceepee, text_of, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +28,7 @@ async def test_the_diagrams_resource_shows_every_state_and_transition(tmp_path: 
             listed = await client.list_resources()
             read = await client.read_resource("emceepee://diagrams")
     assert [r.uri for r in listed.resources] == ["emceepee://diagrams"]
-    diagrams = {d["name"]: d for d in json.loads(read.contents[0].text)["diagrams"]}
+    diagrams = {d["name"]: d for d in json.loads(text_of(read.contents[0]))["diagrams"]}
     assert set(diagrams) == {
         "task_states",
         "call_states",

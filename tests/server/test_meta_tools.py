@@ -9,7 +9,17 @@ import mcp_types as types
 import pytest
 
 from emceepee_cli.config import load_config
-from tests.support import emceepee, example_table, hostile_table, payload, texts, write_config
+from tests.support import (
+    Gate,
+    emceepee,
+    example_table,
+    hostile_table,
+    payload,
+    text_of,
+    texts,
+    until_ready,
+    write_config,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -156,8 +166,8 @@ async def test_resources_templates_and_prompts_pass_through(tmp_path: Path, reco
     assert [r["uri"] for r in group["resources"]] == ["echo://readme"]
     assert [t["uri_template"] for t in group["resource_templates"]] == ["echo://items/{item_id}"]
     assert isinstance(readme.content[0], types.EmbeddedResource)
-    assert "echo example backend" in readme.content[0].resource.text
-    assert item.content[0].resource.text == "item 42"
+    assert "echo example backend" in text_of(readme.content[0])
+    assert text_of(item.content[0]) == "item 42"
     assert "Ada" in prompt["messages"][0]["content"]["text"]
     assert len(prompts["servers"][0]["prompts"]) == 7  # walked across two pages
 
@@ -221,20 +231,36 @@ async def test_backend_logs_and_stderr_are_kept_for_get_logs(tmp_path: Path, rec
     assert any(e["source"] == "stderr" and "about to crash" in e["message"] for e in crashy_logs)
 
 
-async def test_progress_from_the_backend_is_relayed_to_the_host(echo_config: Path) -> None:
+async def test_progress_from_the_backend_is_relayed_to_the_host(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.toml", hostile_table("h"))
+    gate = Gate(tmp_path / "gate")
     seen: list[float] = []
+    heard, hear = anyio.create_memory_object_stream[float](10)
+    results: list[types.CallToolResult] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(progress)
+        await heard.send(progress)
 
-    async with emceepee(echo_config) as client:
-        with anyio.fail_after(20):
-            result = await client.call_tool(
+    async def call() -> None:
+        results.append(
+            await client.call_tool(
                 "execute_tool",
-                {"server": "echo", "tool": "slow", "args": {"seconds": 0.2, "steps": 4}},
+                {"server": "h", "tool": "stepped", "args": {"file": str(gate.path), "steps": 4}},
                 progress_callback=on_progress,
             )
-    assert not result.is_error
+        )
+
+    async with emceepee(config) as client, heard, hear:
+        with anyio.fail_after(20):
+            await until_ready(client, "h")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                for step in range(1, 5):  # each step's progress reaches the host before the next is sent
+                    assert await hear.receive() == step
+                    gate.open(step)
+    [result] = results
+    assert not result.is_error and texts(result) == ["stepped"]
     assert seen == [1, 2, 3, 4]
 
 

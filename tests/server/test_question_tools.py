@@ -140,7 +140,7 @@ async def test_an_invalid_answer_is_refused_and_the_question_stays_pending(confi
 async def test_a_host_that_can_elicit_gets_the_question_forwarded(config: Path) -> None:
     asked: list[str] = []
 
-    async def host_form(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def host_form(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"name": "Bo"})
 
@@ -160,7 +160,7 @@ async def test_a_host_that_can_elicit_gets_the_question_forwarded(config: Path) 
 
 
 async def test_a_host_that_fails_to_answer_leaves_the_question_parked(config: Path) -> None:
-    async def broken_form(ctx: Any, params: types.ElicitRequestParams) -> types.ErrorData:
+    async def broken_form(context: Any, params: types.ElicitRequestParams) -> types.ErrorData:
         return types.ErrorData(code=types.INTERNAL_ERROR, message="form crashed")
 
     async with Client(
@@ -232,7 +232,7 @@ async def test_a_backend_dying_rejects_its_questions(config: Path) -> None:
     assert result.is_error and "failed" in texts(result)[0]
     assert left == {"elicitations": []}
     [row] = Journal().pending_rows(status=None)
-    assert row["status"] == "rejected" and "withdrew the request, or stopped" in row["error"]
+    assert row["status"] == "rejected" and "withdrew the request, or stopped" in (row["error"] or "")
 
 
 async def test_a_modern_backend_suspends_twice_and_is_resumed_through_resume_tool(
@@ -311,7 +311,7 @@ async def test_the_park_policy_keeps_a_question_from_a_host_that_could_answer(
     config = make_config(tmp_path, record, '[defaults]\nelicitation = "park"\n')
     asked: list[str] = []
 
-    async def host_form(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def host_form(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"name": "Host"})
 

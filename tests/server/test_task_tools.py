@@ -6,10 +6,21 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
 
-from tests.support import emceepee, envelope, example_table, payload, texts, until_event, write_config
+from tests.support import (
+    Gate,
+    emceepee,
+    envelope,
+    example_table,
+    hostile_table,
+    payload,
+    texts,
+    until_event,
+    write_config,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -22,10 +33,12 @@ def record(tmp_path: Path) -> Path:
 def make_config(
     tmp_path: Path, record: Path, defaults: str = "", servers: tuple[str, ...] = ("echo",)
 ) -> Path:
-    """A config with the backends a test uses (each SDK backend costs a second of CPU to start)."""
+    """A config with the backends a test uses (each SDK backend costs a second of CPU to start; "h",
+    hostile.py, a fraction of that: its gates hold a call until the test opens them)."""
     tables = {
         "echo": example_table("echo", "echo.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)}),
         "crashy": example_table("crashy", "crashy.py"),
+        "h": hostile_table("h"),
     }
     return write_config(tmp_path / "config.toml", defaults, *(tables[name] for name in servers))
 
@@ -34,6 +47,12 @@ def make_config(
 def config(tmp_path: Path, record: Path) -> Path:
     """The echo backend, which most tests here call."""
     return make_config(tmp_path, record)
+
+
+async def gated(client: Client, gate: Gate, timeout_ms: int) -> dict[str, Any]:
+    """h.gated held on `gate`: a call that ends when the test says, so it is promoted when the test says."""
+    arguments = {"server": "h", "tool": "gated", "args": gate.args("done"), "timeout_ms": timeout_ms}
+    return payload(await client.call_tool("execute_tool", arguments))
 
 
 async def slow(client: Client, seconds: float, timeout_ms: int, server: str = "echo") -> dict[str, Any]:
@@ -49,20 +68,22 @@ async def slow(client: Client, seconds: float, timeout_ms: int, server: str = "e
     return payload(result)
 
 
-async def test_a_slow_call_becomes_a_task_and_its_result_comes_later(config: Path) -> None:
+async def test_a_slow_call_becomes_a_task_and_its_result_comes_later(tmp_path: Path, record: Path) -> None:
+    config = make_config(tmp_path, record, servers=("h",))
+    gate = Gate(tmp_path / "gate")
     async with emceepee(config) as client:
         with anyio.fail_after(30):
             promoted = await client.call_tool(
-                "execute_tool",
-                {"server": "echo", "tool": "slow", "args": {"seconds": 3, "steps": 3}, "timeout_ms": 200},
+                "execute_tool", {"server": "h", "tool": "gated", "args": gate.args("done"), "timeout_ms": 200}
             )
             task = payload(promoted)["proxy_task"]
+            gate.open()
             result = await client.call_tool("get_task_result", {"task_id": task["task_id"]})
             finished = payload(await client.call_tool("get_task", {"task_id": task["task_id"][:10]}))["task"]
-    assert task["status"] == "working" and task["server"] == "echo" and task["tool"] == "slow"
+    assert task["status"] == "working" and task["server"] == "h" and task["tool"] == "gated"
     assert "get_task_result" in texts(promoted)[0]
     assert payload(promoted)["pending_on_server"]["tasks"][0]["task_id"] == task["task_id"]
-    assert texts(result) == ["slept 3 s"] and not result.is_error
+    assert texts(result) == ["done"] and not result.is_error
     assert finished["status"] == "completed"
 
 
@@ -104,15 +125,20 @@ async def test_cancel_task_cancels_the_backend_call(config: Path, record: Path) 
     assert again.is_error and "already cancelled" in texts(again)[0]
 
 
-async def test_await_activity_wakes_when_a_task_completes_and_delivers_each_event_once(config: Path) -> None:
+async def test_await_activity_wakes_when_a_task_completes_and_delivers_each_event_once(
+    tmp_path: Path, record: Path
+) -> None:
+    config = make_config(tmp_path, record, servers=("h",))
+    gate = Gate(tmp_path / "gate")
     async with emceepee(config) as client:
         with anyio.fail_after(20):
             await client.call_tool("list_tools", {})  # backends ready
             await client.call_tool("list_servers", {})  # start-up events delivered here
-            task = (await slow(client, 0.5, 50))["proxy_task"]
+            task = (await gated(client, gate, 50))["proxy_task"]
+            gate.open()  # it completes after its promotion's reply: await_activity is what hears it
             activity = await until_event(client, "completed", task["task_id"])
             quiet = payload(await client.call_tool("await_activity", {"timeout_ms": 100}))
-    assert {"type": "event", "event_type": "task_status", "server": "echo"} in activity["triggers"]
+    assert {"type": "event", "event_type": "task_status", "server": "h"} in activity["triggers"]
     assert quiet["triggers"] == [{"type": "timeout"}] and quiet["events"] == []
     assert quiet["pending_server"] == [] and quiet["pending_client"] == {
         "elicitations": [],
@@ -146,22 +172,19 @@ async def test_events_ride_on_any_response_exactly_once(tmp_path: Path, record: 
 
 
 async def test_a_backend_dying_fails_its_task_with_the_reason(tmp_path: Path, record: Path) -> None:
-    config = make_config(tmp_path, record, servers=("crashy",))
+    config = make_config(tmp_path, record, servers=("h",))
+    gate = Gate(tmp_path / "gate")
     async with emceepee(config) as client:
         with anyio.fail_after(20):
-            promoted = payload(
-                await client.call_tool(
-                    "execute_tool",
-                    {"server": "crashy", "tool": "crash", "args": {"after_ms": 500}, "timeout_ms": 50},
-                )
-            )
+            promoted = await gated(client, gate, 50)  # held: never answered
+            await client.call_tool("execute_tool", {"server": "h", "tool": "die", "args": {"code": 3}})
             result = await client.call_tool("get_task_result", {"task_id": promoted["proxy_task"]["task_id"]})
             listed = payload(await client.call_tool("list_tasks", {"status": "failed"}))["tasks"]
     assert result.is_error
     assert (
         "failed" in texts(result)[0]
         and "exit code 3" in texts(result)[0]
-        and "about to crash" in texts(result)[0]
+        and "hostile: dying on request" in texts(result)[0]
     )
     assert [t["task_id"] for t in listed] == [promoted["proxy_task"]["task_id"]]
     assert "exit code 3" in listed[0]["error"]
@@ -206,35 +229,34 @@ async def test_unknown_and_ambiguous_task_ids_are_clear_errors(config: Path) -> 
     assert ambiguous.is_error and "matches 2 tasks" in texts(ambiguous)[0]
 
 
-async def test_progress_reaches_the_host_while_it_waits_on_a_task(config: Path) -> None:
+async def test_progress_reaches_the_host_while_it_waits_on_a_task(tmp_path: Path, record: Path) -> None:
+    config = make_config(tmp_path, record, servers=("h",))
+    gate = Gate(tmp_path / "gate")
     seen: list[float] = []
+    heard_two = anyio.Event()
+    results: list[types.CallToolResult] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(progress)
+        if len(seen) >= 2:
+            heard_two.set()
+
+    async def wait_on(task_id: str) -> None:
+        results.append(
+            await client.call_tool("get_task_result", {"task_id": task_id}, progress_callback=on_progress)
+        )
 
     async with emceepee(config) as client:
         with anyio.fail_after(20):
-            task = (await slow(client, 0.1, 1))["proxy_task"]
-            await client.call_tool(
-                "get_task_result", {"task_id": task["task_id"]}, progress_callback=on_progress
-            )
-            promoted = payload(
-                await client.call_tool(
-                    "execute_tool",
-                    {
-                        "server": "echo",
-                        "tool": "slow",
-                        "args": {"seconds": 0.4, "steps": 4},
-                        "timeout_ms": 150,
-                    },
-                )
-            )
-            await client.call_tool(
-                "get_task_result",
-                {"task_id": promoted["proxy_task"]["task_id"]},
-                progress_callback=on_progress,
-            )
-    assert seen and seen == sorted(seen) and len(seen) >= 2
+            # h.ticking reports progress until the gate opens: whenever the host's wait begins, it hears some
+            args = {"server": "h", "tool": "ticking", "args": {"file": str(gate.path)}, "timeout_ms": 0}
+            promoted = payload(await client.call_tool("execute_tool", args))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait_on, promoted["proxy_task"]["task_id"])
+                await heard_two.wait()
+                gate.open()
+    assert [texts(result) for result in results] == [["ticked"]]
+    assert seen == sorted(seen) and len(seen) >= 2
 
 
 async def test_every_blocking_wait_is_clamped_below_the_hosts_cutoff(tmp_path: Path, record: Path) -> None:

@@ -21,21 +21,24 @@ from emceepee_cli.errors import JournalError
 from emceepee_cli.store import inspect
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.migrations import migrations
-from emceepee_cli.store.records import Event, TaskStatus
+from emceepee_cli.store.records import Event, PendingRow, TaskRow, TaskStatus
+from tests.support import as_pending_row, as_task_row, status_of
 
 
-def task_row(task_id: str, instance_id: str) -> dict[str, object]:
+def task_row(task_id: str, instance_id: str) -> TaskRow:
     at = now_iso()
-    return {
-        "task_id": task_id,
-        "instance_id": instance_id,
-        "server": "s",
-        "tool": "t",
-        "args": {"a": 1},
-        "status": "working",
-        "created_at": at,
-        "last_updated_at": at,
-    }
+    return as_task_row(
+        {
+            "task_id": task_id,
+            "instance_id": instance_id,
+            "server": "s",
+            "tool": "t",
+            "args": {"a": 1},
+            "status": "working",
+            "created_at": at,
+            "last_updated_at": at,
+        }
+    )
 
 
 def test_a_blank_database_reaches_the_current_schema(tmp_path: Path) -> None:
@@ -116,10 +119,11 @@ def test_working_tasks_of_a_dead_instance_become_interrupted_and_live_ones_stay(
     journal.insert_task(task_row("T1", "LIVE"))
     journal.insert_task(task_row("T2", "DEAD"))
     assert journal.interrupt_orphans() == ["T2"]
-    assert journal.task("T1")["status"] == "working"  # type: ignore[index]
+    assert status_of(journal.task("T1")) == "working"
     row = journal.task("T2")
     assert row is not None and row["status"] == "interrupted"
-    assert f"pid {int(dead_pid)}" in row["error"] and "the backend call was lost" in row["error"]
+    error = row["error"] or ""
+    assert f"pid {int(dead_pid)}" in error and "the backend call was lost" in error
 
 
 def test_a_cancel_request_is_seen_by_the_owner_through_data_version(tmp_path: Path) -> None:
@@ -233,10 +237,13 @@ def test_an_interrupted_task_says_whose_process_it_was_and_a_time_not_before_its
     assert journal.interrupt_orphans() == ["T"]
     task, question = journal.task("T"), journal.pending_row("Q")
     assert task is not None and question is not None
-    pid = journal.instance("DEAD")["pid"]  # type: ignore[index]
+    dead = journal.instance("DEAD")
+    assert dead is not None
+    pid = dead["pid"]
     for row, own in ((task, task["created_at"]), (question, question["created_at"])):
-        assert f"pid {pid} on {socket.gethostname()}" in row["error"]
-        times = re.findall(r"\d{4}-\d\d-\d\dT[\d:.]+Z", row["error"])
+        error = row["error"] or ""
+        assert f"pid {pid} on {socket.gethostname()}" in error
+        times = re.findall(r"\d{4}-\d\d-\d\dT[\d:.]+Z", error)
         assert times and all(t >= own for t in times), (row["error"], own)
 
 
@@ -249,17 +256,17 @@ def test_a_live_serve_takes_back_its_rows_that_another_process_settled_as_orphan
     # another machine (or an older emceepee) takes this serve for dead and settles its rows
     elsewhere.db.execute("UPDATE instances SET machine = 'elsewhere', heartbeat_at = ?", [now_iso(-3600)])
     assert sorted(elsewhere.interrupt_orphans()) == ["T1", "T2"]
-    assert elsewhere.pending_row("Q")["status"] == "rejected"  # type: ignore[index]
+    assert status_of(elsewhere.pending_row("Q")) == "rejected"
     # the serve still sees them as its own, and takes back those it is still running
-    assert serve.task("T1")["status"] == "working"  # type: ignore[index]
-    assert serve.pending_row("Q")["status"] == "pending"  # type: ignore[index]
+    assert status_of(serve.task("T1")) == "working"
+    assert status_of(serve.pending_row("Q")) == "pending"
     assert serve.reclaim("ME", ["T1"], ["Q"]) == ["T1", "Q"]
-    assert elsewhere.task("T1")["status"] == "working"  # type: ignore[index]
-    assert elsewhere.pending_row("Q")["status"] == "pending"  # type: ignore[index]
-    assert elsewhere.task("T2")["status"] == "interrupted"  # not running here any more: left alone
+    assert status_of(elsewhere.task("T1")) == "working"
+    assert status_of(elsewhere.pending_row("Q")) == "pending"
+    assert status_of(elsewhere.task("T2")) == "interrupted"  # not running here any more: left alone
     # a result that arrives before the watcher reclaims is still written
     assert serve.finish_task("T2", TaskStatus.COMPLETED, result={"content": []}) is True
-    assert elsewhere.task("T2")["status"] == "completed"  # type: ignore[index]
+    assert status_of(elsewhere.task("T2")) == "completed"
 
 
 def test_a_deleted_journal_is_re_created_with_this_processs_rows(tmp_path: Path) -> None:
@@ -274,27 +281,29 @@ def test_a_deleted_journal_is_re_created_with_this_processs_rows(tmp_path: Path)
     assert said is not None and "re-created" in said and "1 task(s)" in said
     assert serve.recover() is None
     fresh = Journal(path)
-    assert fresh.task("T")["status"] == "working"  # type: ignore[index]
-    assert fresh.pending_row("Q")["status"] == "pending"  # type: ignore[index]
+    assert status_of(fresh.task("T")) == "working"
+    assert status_of(fresh.pending_row("Q")) == "pending"
     assert fresh.instance("ME") is not None
     assert serve.finish_task("T", TaskStatus.COMPLETED, result={"content": []}) is True
-    assert fresh.task("T")["status"] == "completed"  # type: ignore[index]
+    assert status_of(fresh.task("T")) == "completed"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 
-def pending_row(request_id: str, instance_id: str, task_id: str | None = None) -> dict[str, object]:
-    return {
-        "request_id": request_id,
-        "instance_id": instance_id,
-        "server": "s",
-        "kind": "elicitation",
-        "params": {"message": "?", "requested_schema": {"type": "object"}},
-        "status": "pending",
-        "task_id": task_id,
-        "correlation": "exact",
-        "created_at": now_iso(),
-        "expires_at": now_iso(600),
-    }
+def pending_row(request_id: str, instance_id: str, task_id: str | None = None) -> PendingRow:
+    return as_pending_row(
+        {
+            "request_id": request_id,
+            "instance_id": instance_id,
+            "server": "s",
+            "kind": "elicitation",
+            "params": {"message": "?", "requested_schema": {"type": "object"}},
+            "status": "pending",
+            "task_id": task_id,
+            "correlation": "exact",
+            "created_at": now_iso(),
+            "expires_at": now_iso(600),
+        }
+    )
 
 
 def _exited_pid() -> int:

@@ -15,6 +15,7 @@ from emceepee_cli.ids import new_id
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.pages import TaskFilter, TaskPage
 from emceepee_cli.store.records import TaskRow, TaskStatus
+from tests.support import as_task_row
 
 
 def add_tasks(journal: Journal, count: int, *, server: str = "s", finished: bool = True) -> list[str]:
@@ -22,16 +23,18 @@ def add_tasks(journal: Journal, count: int, *, server: str = "s", finished: bool
     for _ in range(count):
         task_id, at = new_id(), now_iso()
         journal.insert_task(
-            {
-                "task_id": task_id,
-                "instance_id": "I",
-                "server": server,
-                "tool": "t",
-                "args": "{}",
-                "status": "working",
-                "created_at": at,
-                "last_updated_at": at,
-            }
+            as_task_row(
+                {
+                    "task_id": task_id,
+                    "instance_id": "I",
+                    "server": server,
+                    "tool": "t",
+                    "args": "{}",
+                    "status": "working",
+                    "created_at": at,
+                    "last_updated_at": at,
+                }
+            )
         )
         if finished:
             journal.finish_task(task_id, TaskStatus.COMPLETED, result={"content": []})

@@ -15,6 +15,7 @@ from emceepee_cli.clock import now_iso
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskStatus
 from emceepee_cli.store.retention import COMPACT_PAGES, INCREMENTAL
+from tests.support import as_task_row
 
 DAY_S = 86_400
 
@@ -167,15 +168,17 @@ def test_a_finished_task_past_the_retention_is_purged_whatever_its_id(tmp_path: 
     at = now_iso()
     for task_id in ("old-one", "new-one"):
         journal.insert_task(
-            {
-                "task_id": task_id,
-                "instance_id": "I",
-                "server": "s",
-                "tool": "t",
-                "status": "working",
-                "created_at": at,
-                "last_updated_at": at,
-            }
+            as_task_row(
+                {
+                    "task_id": task_id,
+                    "instance_id": "I",
+                    "server": "s",
+                    "tool": "t",
+                    "status": "working",
+                    "created_at": at,
+                    "last_updated_at": at,
+                }
+            )
         )
         journal.finish_task(task_id, TaskStatus.COMPLETED, result={"content": []})
     journal.db.execute("UPDATE tasks SET finished_at = ? WHERE task_id = 'old-one'", [now_iso(-7200)])
