@@ -38,8 +38,8 @@ Once initialized, its tools misbehave on request:
                           `together` big calls are waiting (a gate the calls release), so that
                           many big answers reach serve at once
     oversize_late_id(mb)  the same, with its id written after the result (not in its first bytes)
-    gated(file, text)     writes `file`.held, waits until `file` exists (a gate the test opens),
-                          then answers `text`
+    gated(file, text, kind)  writes `file`.held, waits until `file` exists (a gate the test
+                          opens), then answers `text` (or, with `kind`, that one of SHAPES)
     garbage()             a line of non-JSON on stdout, then a normal answer
     die(code)             exit at once with `code`, without answering
     pattern_arg(s)        `s` back; its schema's `pattern` backtracks catastrophically on "aaa…b"
@@ -91,7 +91,7 @@ TOOLS: dict[str, dict[str, Any]] = {
     "oversize": {"mb": {"type": "number"}},
     "big": {"mb": {"type": "number"}, "together": {"type": "integer"}, "seed": {"type": "integer"}},
     "oversize_late_id": {"mb": {"type": "number"}},
-    "gated": {"file": {"type": "string"}, "text": {"type": "string"}},
+    "gated": {"file": {"type": "string"}, "text": {"type": "string"}, "kind": {"type": "string"}},
     "garbage": {},
     "die": {"code": {"type": "integer"}},
     "pattern_arg": {"s": {"type": "string", "pattern": "^(a|aa)+$"}},
@@ -135,6 +135,13 @@ SHAPES: dict[str, dict[str, Any]] = {
         "content": [{"type": "text", "text": "next"}],
         "isError": False,
         "_meta": {"nextTool": {"name": "echo", "arguments": {"text": "x"}}},
+    },
+    "empty": {"content": [], "isError": False, "structuredContent": {"k": [1]}},
+    "tricky": {  # what ends a plain result's content, in its _meta, its text and its structuredContent
+        "_meta": {"content": [1], "isError": True, "s": '],"isError":'},
+        "content": [{"type": "text", "text": 'a ],"isError": b'}, {"type": "text", "text": "]"}],
+        "isError": False,
+        "structuredContent": {"content": ['],"isError":'], "isError": [1]},
     },
     "followed": {
         "content": [{"type": "text", "text": "first"}],
@@ -246,7 +253,8 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any]) -> None:
             pass
         while not os.path.exists(str(args.get("file"))):
             time.sleep(0.02)
-        result(request_id, text(str(args.get("text", "opened"))))
+        kind = args.get("kind")
+        result(request_id, SHAPES[str(kind)] if kind else text(str(args.get("text", "opened"))))
     elif name == "garbage":
         send_raw(b"this is not json-rpc\n")
         result(request_id, text("after garbage"))
