@@ -147,6 +147,8 @@ class Call:
     chain: Any = None  # core/chain.Chain: its steps, once it runs
     fast: bool = False  # it came by the fast lane: its backend may be called raw (core/fastcall.py)
     raw: Held | None = None  # its result as the bytes the host gets, when it was called raw
+    raw_preview: str | None = None  # then, its first text cut short (its step's `text`)
+    raw_kept: bool = False  # a task whose raw result is journaled as it is (and no longer held)
 
     def __repr__(self) -> str:
         return f"<Call {self.call_id} {self.server}.{self.tool} {self.state}>"
@@ -181,6 +183,15 @@ class Call:
     def nudge(self) -> None:
         fired, self.wake = self.wake, anyio.Event()
         fired.set()
+
+
+def as_model(call: Call) -> None:
+    """A raw result, turned into the model a result kept in memory is (never the stand-in)."""
+    assert call.raw is not None
+    call.result = Passed(call.raw).model()
+    call.raw, call.raw_preview = None, None
+    if call.chain is not None and call.chain.steps:
+        call.chain.steps[0].result, call.chain.steps[0].dirty = call.result, True
 
 
 def task_row(call: Call, instance_id: str) -> TaskRow:

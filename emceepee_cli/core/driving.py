@@ -19,7 +19,7 @@ import mcp_types as types
 from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.core import policy, urlauth
 from emceepee_cli.core.backend import Backend
-from emceepee_cli.core.calls import Call, CallState, Passed
+from emceepee_cli.core.calls import Call, CallState, as_model
 from emceepee_cli.core.chain import Chain, Step
 from emceepee_cli.core.failures import describe
 from emceepee_cli.core.questions import Questions
@@ -123,11 +123,8 @@ class Driver:
 
     async def end(self, call: Call) -> None:
         """Wake the waiters, journal the end of a promoted call (bounded), and forget it."""
-        if call.raw is not None and call.promoted:  # never journal the stand-in of a raw result
-            call.result = Passed(call.raw).model()
-            call.raw = None
-            if call.chain is not None and call.chain.steps:
-                call.chain.steps[0].result, call.chain.steps[0].dirty = call.result, True
+        if call.raw is not None and call.promoted and call.unjournaled is not None:
+            as_model(call)  # kept in memory, not journaled: as a model, as every other result
         if call.end() == CallState.FINISHED:
             if call.chain is not None:
                 with anyio.move_on_after(JOURNAL_WAIT_S):

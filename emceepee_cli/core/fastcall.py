@@ -9,10 +9,11 @@ still checked by the session (`validate_tool_result`), so its errors read as on 
 
 What comes back is then kept one of two ways:
 - `Call.raw`: for a result of the plain shape (text blocks, `isError`, object
-  `structuredContent` and `_meta`) of a call not promoted, that suggests nothing more, the bytes
-  the slow path would write for it — the backend's own when they already are exactly those (an
-  SDK backend's), else the same members re-serialized in the slow path's order and manner. The
-  chain gets a stand-in result with no content: nothing follows from it.
+  `structuredContent` and `_meta`) that suggests nothing more, the bytes the slow path would
+  write for it — the backend's own when they already are exactly those (an SDK backend's), else
+  the same members re-serialized in the slow path's order and manner. The chain gets a stand-in
+  result with no content: nothing follows from it. A call promoted to a task keeps them too: they
+  are journaled as they are (store/results.py) and read back from there for the host.
 - else the result as the slow path reads it, for the chain to follow, resume or journal.
 A JSON-RPC error, a malformed answer, a dying backend or a broken pipe fail through
 `Backend.request` (the caller's), so their errors read exactly as on the slow path.
@@ -37,7 +38,7 @@ from mcp_types import methods
 from emceepee_cli.core import resume, spool
 from emceepee_cli.core.backend import Backend, Status
 from emceepee_cli.core.calls import Call
-from emceepee_cli.core.chain import suggests_more
+from emceepee_cli.core.chain import TEXT_CHARS, suggests_more
 from emceepee_cli.core.failures import Answered
 from emceepee_cli.core.fastwire import Answer, Exchanges, loads
 
@@ -73,8 +74,9 @@ async def send(
     result = read(await exchanges.call(tool, args, progress))  # the answer's line is dropped here
     if not isinstance(result, dict):
         raise TypeError("the answer's result is not a JSON object")
-    raw = canonical(result, None) if not call.promoted and not suggests_more(result) else None
+    raw = canonical(result, None) if not suggests_more(result) else None
     if raw is not None:
+        call.raw_preview = preview(result)
         is_error = result.get("isError", False)
         if not is_error and _has_output_schema(session, tool):
             await session.validate_tool_result(
@@ -87,6 +89,12 @@ async def send(
     if isinstance(read_back, types.CallToolResult) and not read_back.is_error:
         await session.validate_tool_result(tool, read_back)
     return read_back, token
+
+
+def preview(result: dict[str, Any]) -> str:
+    """A plain result's first text, cut short, as its step shows it (`Step.text`)."""
+    blocks = result.get("content") or [{}]
+    return str(blocks[0].get("text", ""))[:TEXT_CHARS]
 
 
 def _has_output_schema(session: ClientSession, tool: str) -> bool:

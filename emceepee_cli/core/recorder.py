@@ -8,10 +8,12 @@ can still hand its result over; the model is told a restart would lose it.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import anyio
 
-from emceepee_cli.core.calls import Call, CallState, final_row, task_row
+from emceepee_cli.core import spool
+from emceepee_cli.core.calls import Call, CallState, as_model, final_row, task_row
 from emceepee_cli.core.events import Events
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.errors import EmceepeeError
@@ -84,23 +86,31 @@ class Recorder:
         await self.runtime.guarded(lambda: self._finish(call))
 
     async def _finish(self, call: Call) -> None:
-        if call.result is not None:
+        result: dict[str, Any] | None = None
+        if call.raw is not None:  # the host's bytes, journaled as they are (store/results.py)
+            status, error = TaskStatus.COMPLETED, None
+        elif call.result is not None:
             status, error = TaskStatus.COMPLETED, None
             result = call.result.model_dump(by_alias=True, mode="json", exclude_none=True)
         else:
-            status, result = call.stop_as or TaskStatus.FAILED, None
+            status = call.stop_as or TaskStatus.FAILED
             error = call.error.message if call.error else None
         try:
             ended = await self.journal.run(
-                Journal.finish_task, call.call_id, status, result=result, error=error
+                Journal.finish_task, call.call_id, status, result=result, error=error, body=call.raw
             )
-            if not ended and await self.journal.run(Journal.task, call.call_id) is None:
+            if not ended and await self.journal.run(Journal.task, call.call_id, whole=False) is None:
                 # Its promotion could not be journaled: write it now, ended, so the result is kept.
+                if call.raw is not None:
+                    as_model(call)
                 await self.journal.run(Journal.insert_task, final_row(call, self.instance_id))
                 ended = True
+            self._drop_raw(call, ended)
         except EmceepeeError as exc:
             # The journal cannot take it: keep the outcome in memory, so this process can still
             # hand it over (a restart would lose it, and the model was told so at promotion).
+            if call.raw is not None:
+                as_model(call)
             call.unjournaled = exc
             self.unjournaled[call.call_id] = call
             while len(self.unjournaled) > UNJOURNALED_KEPT:
@@ -110,3 +120,12 @@ class Recorder:
         if ended:
             data = {"task_id": call.call_id, "tool": call.tool, "status": status.value}
             self.events.emit("task_status", call.server, {**data, **({"error": error} if error else {})})
+
+    def _drop_raw(self, call: Call, journaled: bool) -> None:
+        """A raw result is journaled: it is read back from there (core/tasks.py), not held."""
+        if call.raw is None:
+            return
+        size = call.raw.size
+        call.raw.release()
+        call.raw, call.raw_kept = None, journaled
+        spool.give_back(size)

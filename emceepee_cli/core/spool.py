@@ -7,13 +7,17 @@ written to a private file (0600, in a 0700 `spool` folder of emceepee's data fol
 bytes are dropped; the reply is then written from the file, a chunk at a time. When no file can be
 written there (a read-only data folder, a full disk), the result stays in memory over the budget.
 
-Lifecycle: `Budget.hold` returns a `Held`; whoever delivers it calls `release` once it is
+A result journaled as the host's bytes (a task's, store/results.py) is read back for its reply
+the same way, within the same budget (`Budget.hold_read`).
+
+Lifecycle: `Budget.hold` (or `hold_read`) returns a `Held`; whoever delivers it calls `release` once it is
 written (or turned into a model), which gives its bytes back to the budget or deletes its
 file. A `Held` dropped without that (a call cancelled between the backend's answer and the
 reply) is released when it is collected, so the budget never leaks. Spool files left by a
 process that died are removed at the next start (`Budget.sweep`).
 
-`give_back` returns the memory a big result used to the system: see its docstring.
+`give_back` returns the memory a big result used to the system, and `map_big_allocations` (at
+start) keeps that possible for the allocations of every thread: see their docstrings.
 """
 
 from __future__ import annotations
@@ -22,13 +26,15 @@ import contextlib
 import ctypes
 import ctypes.util
 import gc
+import io
 import logging
 import os
 import sys
 import tempfile
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any, BinaryIO, cast
 
 import anyio.to_thread
 
@@ -110,6 +116,36 @@ class Budget:
         )
         return Held(self, None, path, len(data))
 
+    async def hold_read(self, size: int, read: Callable[[BinaryIO], Awaitable[int]]) -> Held:
+        """Keep `size` bytes that `read` copies into the file it is given (a journaled result,
+        store/results.py): into memory within the budget, else straight into a spool file, so a
+        result read back is never whole in memory twice. `read` says how many bytes it copied;
+        fewer than `size` (the result went meanwhile) raises LookupError."""
+        if self.held + size <= self.limit:
+            self.held += size  # reserved while it is read
+            sink = io.BytesIO()
+            try:
+                copied = await read(sink)
+            except BaseException:
+                self.held -= size
+                raise
+            if copied != size:
+                self.held -= size
+                raise LookupError(f"a journaled result of {size} bytes went while it was read")
+            return Held(self, sink.getvalue(), None, size)
+        fd, name = tempfile.mkstemp(prefix=f"{PREFIX}{os.getpid()}-", dir=self._folder())  # 0600
+        copied = 0
+        try:
+            with os.fdopen(fd, "wb") as out:
+                copied = await read(out)
+        finally:
+            if copied != size:
+                self.give(0, Path(name))  # deletes it
+        if copied != size:
+            raise LookupError(f"a journaled result of {size} bytes went while it was read")
+        self.spooled += 1
+        return Held(self, None, Path(name), size)
+
     def give(self, counted: int, path: Path | None) -> None:
         self.held -= counted
         if path is not None:
@@ -170,20 +206,40 @@ def _budget_bytes() -> int:
 BUDGET = Budget(_budget_bytes())
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's malloc_trim, where there is one (not on macOS, Windows or musl)."""
+def _glibc(name: str) -> Any:
+    """A function of glibc's, where there is one (not on macOS, Windows or musl)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
     except (OSError, AttributeError):
         return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    trim = _glibc("malloc_trim")
+    if trim is not None:
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return cast("Callable[[int], int] | None", trim)
 
 
 _TRIM = _malloc_trim()
+M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
+MAPPED_BYTES = 4 * 1024 * 1024  # an allocation this big gets pages of its own
+
+
+def map_big_allocations() -> None:
+    """Give every allocation of MAPPED_BYTES or more its own pages, unmapped when it is freed.
+
+    glibc raises its mmap threshold each time it frees a mapped block (to 32 MiB at most), and its
+    trim threshold to twice that; past that, a big result's copies come from the heaps. The top
+    of a worker thread's heap (where SQLite and the journal's thread put what they allocate) is
+    never trimmed below that threshold, not even by `malloc_trim`: a journaled result's record
+    would stay resident. A fixed threshold keeps both low. serve calls this once, at start."""
+    mallopt = _glibc("mallopt")
+    if mallopt is not None:
+        mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+        mallopt(M_MMAP_THRESHOLD, MAPPED_BYTES)
 
 
 def give_back(size: int) -> None:

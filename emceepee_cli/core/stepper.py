@@ -26,7 +26,7 @@ from emceepee_cli.core.rounds import Round, Rounds
 from emceepee_cli.core.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
-from emceepee_cli.store.records import Kind, PendingRow
+from emceepee_cli.store.records import Kind, PendingRow, StepRow
 
 SHOWN_ARGS_CHARS = 500
 EMPTY_FORM = {"type": "object", "properties": {}}
@@ -151,9 +151,17 @@ class Stepper:
             return
         for step in dirty:
             step.dirty = False
-        rows = [s.row(call.call_id) for s in dirty]
+        rows = [self._row(s) for s in dirty]
         with anyio.CancelScope(shield=True):
             await self.runtime.guarded(lambda: self.journal.run(Journal.put_steps, rows))
+
+    def _row(self, step: Step) -> StepRow:
+        """The step's row; a raw result (core/fastcall.py) is the task's, journaled once with the
+        task (store/results.py): its step row keeps none (store/steps.py)."""
+        row = step.row(self.call.call_id)
+        if step.n == 1 and self.call.raw_preview is not None and step.finished_at is not None:
+            row["result"], row["text"] = None, self.call.raw_preview
+        return row
 
     async def write_ahead(self, token: str, auto: bool) -> None:
         if self.call.promoted and not self.call.unjournaled:

@@ -28,7 +28,7 @@ import mcp_types as types
 
 from emceepee_cli import seal
 from emceepee_cli.config import Defaults, ServerSpec
-from emceepee_cli.core import lifetime, policy, resume, sagas
+from emceepee_cli.core import lifetime, policy, resume, sagas, spool
 from emceepee_cli.core.answers import already_answered
 from emceepee_cli.core.backend import Backend
 from emceepee_cli.core.calls import (
@@ -52,9 +52,10 @@ from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import TASKS_LISTED, Journal
 from emceepee_cli.store.pages import TaskFilter, clamp_limit
-from emceepee_cli.store.records import TaskJson, TaskRow, TaskStatus, task_json
+from emceepee_cli.store.records import StepRow, TaskJson, TaskRow, TaskStatus, task_json
 
 CANCEL_WAIT_S = 5.0
+KEPT_OUTCOMES = ("ok", "tool_error")  # a step that ended with a result
 
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,8 @@ class Tasks:
             if call.raw is not None:
                 raw, call.raw = call.raw, None  # the reply releases it once written
                 return Passed(raw)
+            if call.raw_kept:  # promoted meanwhile: its bytes went to the journal
+                return await self.kept(call.call_id)
             assert call.result is not None
             return call.result
         await self.recorder.promote(call)
@@ -249,7 +252,7 @@ class Tasks:
         unjournaled = self.recorder.unjournaled
         known = [*(c.call_id for c in self.calls.values() if c.promoted), *unjournaled]
         resolved = await self.journal.run(Journal.resolve_task, task_id, known)
-        row = await self.journal.run(Journal.task, resolved)
+        row = await self.journal.run(Journal.task, resolved, whole=False)  # a kept result: see `kept`
         if row is None and (call := self.calls.get(resolved)) is not None and call.promoted:
             return task_row(call, self.instance_id)  # not journaled; this process still knows it
         if row is None and (ended := unjournaled.get(resolved)) is not None:
@@ -271,7 +274,22 @@ class Tasks:
     async def steps(self, task_id: str) -> list[dict[str, Any]]:
         """Every result the task's call produced (chained steps, resumes), each whole."""
         rows = await self.journal.run(Journal.steps, task_id)
-        return [{**Step.from_row(r).trace(), "result": json.loads(r["result"] or "null")} for r in rows]
+        return [await self._step(r) for r in rows]
+
+    async def _step(self, row: StepRow) -> dict[str, Any]:
+        """A step with its whole result; one that is the task's own result (store/steps.py) is read
+        from the task and shown as its step row would have kept it."""
+        step = Step.from_row(row)
+        if row["result"] is not None or row["outcome"] not in KEPT_OUTCOMES:
+            return {**step.trace(), "result": json.loads(row["result"] or "null")}
+        task = await self.journal.run(Journal.task, row["task_id"])
+        if task is None or task["result"] is None:
+            return {**step.trace(), "result": None}
+        step.result = types.CallToolResult.model_validate_json(task["result"])
+        return {
+            **step.trace(),
+            "result": json.loads(step.result.model_dump_json(by_alias=True, exclude_none=True)),
+        }
 
     async def pending_on_server(self, server: str) -> dict[str, Any]:
         """The server's working tasks and its questions, the newest few of each (core/newest.py)."""
@@ -304,8 +322,25 @@ class Tasks:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(JOURNAL_WAIT_S):
                     await call.settled.wait()
             row = await self.row(row["task_id"])
+        if row["status"] == TaskStatus.COMPLETED and row["result"] is None:
+            return await self.kept(row["task_id"])
         out = outcome(row)
         return {**out, **self.saga(row["task_id"])} if isinstance(out, dict) else out
+
+    async def kept(self, task_id: str) -> Passed:
+        """A result journaled as the host's bytes (store/results.py), read back within the result
+        budget (core/spool.py), for the reply to write as it is."""
+        size = await self.journal.run(Journal.kept_size, task_id)
+        gone = NotFound(f"Task {task_id}'s result is no longer kept.", hint=TASKS_LISTED)
+        if size is None:
+            raise gone
+        try:
+            held = await spool.BUDGET.hold_read(
+                size, lambda sink: self.journal.run(Journal.read_kept, task_id, sink)
+            )
+        except LookupError:
+            raise gone from None
+        return Passed(held)
 
     async def resume(self, token: str, steps: list[dict[str, Any]], relay: Relay | None) -> Outcome:
         """Answer a suspended saga's steps, then wait (bounded) for its next suspension or its result.

@@ -206,6 +206,7 @@ class _Pipes:
                                 return  # an answer nobody can be told about: end the connection
                         elif data.strip() and not await self.exchanges.deliver(data):
                             await self._to_session(data)
+                    data = b""  # the last line (a big result's, perhaps) is not kept while serve waits
                 for _, data in lines.end():
                     if data.strip() and not await self.exchanges.deliver(data):
                         await self._to_session(data)

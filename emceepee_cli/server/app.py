@@ -351,6 +351,7 @@ def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = N
         log.warning("config: %s", problem)
     log_dir = _logs_folder()
     spool.BUDGET.sweep()  # result files a serve that died left behind
+    spool.map_big_allocations()  # so that memory a big result used can be given back
     # What is loaded by now (the SDK, emceepee, the config) lives as long as serve: frozen, the
     # collector no longer walks it on every collection, which calls in flight trigger often.
     gc.freeze()

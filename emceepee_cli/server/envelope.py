@@ -62,6 +62,20 @@ def journal_block(fault: JournalError) -> dict[str, Any]:
     return {"type": type(fault).__name__, "message": redact(said.message), "hint": redact(said.hint or "")}
 
 
+def envelope_blocks(
+    events: Sequence[Event], pending: dict[str, Any], journal_fault: JournalError | None
+) -> dict[str, Any]:
+    """What a reply appends, in order, one text block per member (empty: nothing to append)."""
+    extra: dict[str, Any] = {}
+    if journal_fault is not None:
+        extra["journal_error"] = journal_block(journal_fault)
+    if events:
+        extra["events_since_last_response"] = redact_data(events)
+    if pending:
+        extra["pending_client_action"] = redact_data(pending)
+    return extra
+
+
 def with_envelope(
     result: types.CallToolResult,
     events: Sequence[Event],
@@ -75,13 +89,7 @@ def with_envelope(
     Our own results carry them in `structuredContent` too; a backend's result is left as it
     came, so they are added as text blocks only.
     """
-    extra: dict[str, Any] = {}
-    if journal_fault is not None:
-        extra["journal_error"] = journal_block(journal_fault)
-    if events:
-        extra["events_since_last_response"] = redact_data(events)
-    if pending:
-        extra["pending_client_action"] = redact_data(pending)
+    extra = envelope_blocks(events, pending, journal_fault)
     if not extra:
         return result
     blocks = [text(as_json({key: value})) for key, value in extra.items()]

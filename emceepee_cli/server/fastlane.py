@@ -3,15 +3,17 @@
 The host wire (server/stdio.py) offers every line holding a `tools/call` to `FastLane.take`
 before parsing it. The lane takes a line only when it is plain: a handshake-era host already
 known (it made a tool call the slow way, so it is noted), one `tools/call` request of
-`execute_tool` or of a backend tool listed directly (`server__tool`), with `_meta` no more than
-a `progressToken`. On any doubt the line goes the slow way, to the answer it always got.
+`execute_tool`, `get_task_result` or a backend tool listed directly (`server__tool`), with
+`_meta` no more than a `progressToken`. On any doubt the line goes the slow way, to the answer it
+always got.
 
 A taken line runs through the very code the slow path runs (`app.dispatch`: the meta-tool's
 checks, `execute_tool`, its chain, policy, approvals, promotion, questions, progress,
 cancellation, TTL and journaling); the call is only marked `fast`, so its backend may be called
 raw (core/fastcall.py). What comes back is written as the SDK server would write it: the
-backend's result bytes with the host's id when they came raw and nothing is to be added, else
-the same result (with its envelope blocks) serialized as the SDK does. A host's
+backend's result bytes with the host's id when they came raw (or were read back from the
+journal, a task's), the envelope's text blocks put in at the end of their content, else the same
+result (with its envelope blocks) serialized as the SDK does. A host's
 `notifications/cancelled` cancels it as the SDK cancels a handler: no answer is written.
 
 `EMCEEPEE_FAST_LANE=0` in serve's environment turns the lane off.
@@ -23,11 +25,12 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 import anyio
 import mcp_types as types
+import pydantic_core
 from mcp_types import methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -36,12 +39,14 @@ from emceepee_cli.core.calls import Passed, Relay
 from emceepee_cli.core.fastwire import loads
 from emceepee_cli.core.wiring import Services
 from emceepee_cli.server import host_input
-from emceepee_cli.server.envelope import with_envelope
+from emceepee_cli.server.envelope import as_json, envelope_blocks, with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call
 from emceepee_cli.server.resume_wire import with_next_token
 from emceepee_cli.server.stdio import HostWire, RequestId
 
 log = logging.getLogger(__name__)
+
+FAST_TOOLS = ("execute_tool", "get_task_result")  # meta-tools whose answer may be a backend's bytes
 
 Dispatch = Callable[
     [Services, str, dict[str, Any] | None, Call], Awaitable[tuple[types.CallToolResult | Passed, bool]]
@@ -143,7 +148,7 @@ def _plan(services: Services, doc: Any) -> _Plan | None:
     token = meta.get("progressToken")
     if token is not None and not _valid_id(token):
         return None
-    if name != "execute_tool" and (name in TOOLS or services.direct.resolve(name) is None):
+    if name not in FAST_TOOLS and (name in TOOLS or services.direct.resolve(name) is None):
         return None
     return request_id, name, arguments, token
 
@@ -154,14 +159,15 @@ def _reply(
     request_id: RequestId,
     result: types.CallToolResult | Passed,
     own: bool,
-) -> Iterable[bytes]:
+) -> Iterable[bytes | memoryview]:
     """The whole answer line (in parts, a backend's bytes read as they are written), as the SDK
     server writes it for the slow path's result."""
     events, pending = services.events.take(), services.questions.for_client()
     if isinstance(result, Passed):
-        if not events and not pending and services.journal.fault is None:
+        body = _with_blocks(result.body, envelope_blocks(events, pending, services.journal.fault))
+        if body is not None:
             head = (b'{"jsonrpc":"2.0","id":', json.dumps(request_id).encode(), b',"result":')
-            return itertools.chain(head, result.body.chunks(), (b"}",))
+            return itertools.chain(head, body, (b"}",))
         result = result.model()
     reply = with_envelope(result, events, pending, own=own, journal_fault=services.journal.fault)
     dumped = reply.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -169,6 +175,75 @@ def _reply(
     shaped = with_next_token(methods.serialize_server_result("tools/call", wire.protocol, dumped))
     message = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=shaped)
     return (message.model_dump_json(by_alias=True, exclude_unset=True).encode(),)
+
+
+def _with_blocks(body: spool.Held, extra: dict[str, Any]) -> Iterable[bytes | memoryview] | None:
+    """A backend's result bytes with the envelope's text blocks appended to its content, exactly as
+    the slow path would write them; None when the bytes are not of the shape that allows it."""
+    if not extra:
+        return body.chunks()
+    found = _content_end(body.chunks())
+    if found is None:
+        return None
+    end, empty = found
+    blocks = [
+        pydantic_core.to_json({"text": as_json({key: value}), "type": "text"}) for key, value in extra.items()
+    ]
+    added = (b"" if empty else b",") + b",".join(blocks)
+    return _inserted(body.chunks(), end, added)
+
+
+def _inserted(chunks: Iterable[bytes], at: int, added: bytes) -> Iterator[bytes | memoryview]:
+    """`chunks` with `added` put in at offset `at` (the pieces around it are views, not copies)."""
+    offset = 0
+    for piece in chunks:
+        if offset <= at < offset + len(piece):
+            view = memoryview(piece)
+            yield view[: at - offset]
+            yield added
+            yield view[at - offset :]
+        else:
+            yield piece
+        offset += len(piece)
+
+
+CONTENT_END = b'],"isError":'  # after a plain result's content (core/fastcall.canonical's order)
+
+
+def _content_end(chunks: Iterable[bytes]) -> tuple[int, bool] | None:
+    """Where the content array of a plain result's bytes closes (the offset of its `]`), and
+    whether it is empty. Its blocks are `{"text":…,"type":"text"}` objects, whose strings hold
+    no bare quote, so the first `],"isError":` after the array opens is its end."""
+    pieces = iter(chunks)
+    first = next(pieces, b"")
+    start = _content_start(first)
+    if start is None:
+        return None
+    offset, tail = 0, b""
+    for piece in itertools.chain((first,), pieces):
+        window = tail + piece
+        found = window.find(CONTENT_END, max(0, start - (offset - len(tail))))
+        if found >= 0:
+            end = offset - len(tail) + found
+            return end, end == start + 1
+        tail = window[-(len(CONTENT_END) - 1) :]
+        offset += len(piece)
+    return None
+
+
+def _content_start(first: bytes) -> int | None:
+    """The offset of the `[` that opens the content array, from the bytes' first piece."""
+    if first.startswith(b'{"content":['):
+        return len(b'{"content":')
+    if not first.startswith(b'{"_meta":{'):
+        return None
+    text = first[: spool.CHUNK_BYTES].decode(errors="replace")  # its _meta, whole in there, or None
+    try:
+        _, meta_end = json.JSONDecoder().raw_decode(text, len('{"_meta":'))
+    except ValueError:
+        return None
+    at = len(text[:meta_end].encode(errors="replace"))
+    return at + len(b',"content":') if first.startswith(b',"content":[', at) else None
 
 
 def _progress_sender(wire: HostWire, token: str | int) -> Any:

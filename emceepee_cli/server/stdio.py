@@ -269,12 +269,12 @@ class HostWire:
         """One whole message, already serialized (the fast lane's), perhaps in parts."""
         await self.send_parts(parts)
 
-    async def send_parts(self, parts: Iterable[bytes]) -> None:
+    async def send_parts(self, parts: Iterable[bytes | memoryview]) -> None:
         """One whole message from its parts, read as it is written: small parts are joined into
         one write, a big one (a result's bytes, or a spooled result's chunks) is written as it
         is, never copied into the line."""
         async with self._lock:
-            joined: list[bytes] = []
+            joined: list[bytes | memoryview] = []
             size = 0
             for part in itertools.chain(parts, (b"\n",)):
                 if len(part) >= JOIN_BYTES:
@@ -294,7 +294,7 @@ class HostWire:
         await self.send_parts((data,))
         return len(data)
 
-    async def _emit(self, data: bytes) -> None:
+    async def _emit(self, data: bytes | memoryview) -> None:
         """Write `data` (the caller holds the lock); a host gone means nothing is written."""
         if self.broken or not data:
             return
@@ -358,13 +358,13 @@ async def _read(fd: int, on_loop: bool) -> bytes:
         return b""
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
 
-async def _write_on_loop(fd: int, data: bytes) -> None:
+async def _write_on_loop(fd: int, data: bytes | memoryview) -> None:
     """All of `data` to a non-blocking fd, waiting on the loop while the host is not reading."""
     view = memoryview(data)
     while view:

@@ -43,6 +43,7 @@ from emceepee_cli.store.records import (
     settling,
 )
 from emceepee_cli.store.recovery import Recovery
+from emceepee_cli.store.results import Body, Results
 from emceepee_cli.store.retention import Retention
 from emceepee_cli.store.steps import Steps
 
@@ -52,7 +53,7 @@ TASKS_LISTED = "list_tasks(include_completed=true) shows the known tasks."
 QUESTIONS_LISTED = "get_elicitations / get_sampling_requests list them."
 
 
-class Journal(EventLog, Instances, Recovery, Retention, Steps):
+class Journal(EventLog, Instances, Recovery, Results, Retention, Steps):
     def __init__(self, path: Path | None = None, *, fault: JournalError | None = None) -> None:
         """The journal at `path`; with a `fault`, one in memory standing in for that file."""
         self.path = paths.db_path(path)
@@ -107,28 +108,39 @@ class Journal(EventLog, Instances, Recovery, Retention, Steps):
         result: dict[str, Any] | None = None,
         error: str | None = None,
         message: str | None = None,
+        body: Body | None = None,
     ) -> bool:
-        """Move a working task to a final state; False if someone else finished it first."""
+        """Move a working task to a final state; False if someone else finished it first.
+
+        `body`: its result as the bytes the host gets, kept as they are (store/results.py)."""
         at = now_iso()
-        cursor = self.db.execute(
-            "UPDATE tasks SET status = ?, result = ?, error = ?,"
+        kept = body is not None
+        sql = (
+            f"UPDATE tasks SET status = ?, result = {'zeroblob(?)' if kept else '?'}, error = ?,"
             " status_message = coalesce(?, status_message), finished_at = ?, last_updated_at = ?"
-            f" WHERE task_id = ? AND (status = ? OR {MISTAKEN_ORPHAN})",
-            [
-                finishing(status).value,
-                json.dumps(result) if result is not None else None,
-                redact(error) if error else error,
-                message,
-                at,
-                at,
-                task_id,
-                TaskStatus.WORKING.value,
-                TaskStatus.INTERRUPTED.value,
-                self.owner,
-                ORPHANED + "%",
-            ],
+            f" WHERE task_id = ? AND (status = ? OR {MISTAKEN_ORPHAN})"
         )
-        return cursor.rowcount == 1
+        params = [
+            finishing(status).value,
+            body.size if body is not None else json.dumps(result) if result is not None else None,
+            redact(error) if error else error,
+            message,
+            at,
+            at,
+            task_id,
+            TaskStatus.WORKING.value,
+            TaskStatus.INTERRUPTED.value,
+            self.owner,
+            ORPHANED + "%",
+        ]
+        if body is None:
+            return self.db.execute(sql, params).rowcount == 1
+        with self.db.conn:  # the row and its bytes in one transaction
+            self.db.execute("BEGIN IMMEDIATE")
+            ended = self.db.execute(sql, params).rowcount == 1
+            if ended:
+                self.write_body(task_id, body)
+        return ended
 
     @mapped
     def update_progress(self, task_id: str, progress: dict[str, Any], message: str | None) -> None:
@@ -166,8 +178,13 @@ class Journal(EventLog, Instances, Recovery, Retention, Steps):
         return [r["task_id"] for r in self.db.query(sql, [instance_id, TaskStatus.WORKING.value])]
 
     @mapped
-    def task(self, task_id: str) -> TaskRow | None:
-        rows = [cast(TaskRow, r) for r in self.db.table("tasks").rows_where("task_id = ?", [task_id])]
+    def task(self, task_id: str, *, whole: bool = True) -> TaskRow | None:
+        """The task's row; `whole=False` leaves out a result kept as the host's bytes (its `result`
+        is None then: store/results.py reads it a piece at a time)."""
+        rows = [
+            cast(TaskRow, r)
+            for r in self.db.table("tasks").rows_where("task_id = ?", [task_id], select=self._columns(whole))
+        ]
         if not rows:
             return None
         row = rows[0]
@@ -176,6 +193,13 @@ class Journal(EventLog, Instances, Recovery, Retention, Steps):
             row = row.copy()
             row["status"], row["error"], row["finished_at"] = TaskStatus.WORKING.value, None, None
         return row
+
+    def _columns(self, whole: bool) -> str:
+        if whole:
+            return "*"
+        names = [c.name for c in self.db.table("tasks").columns]
+        kept = "CASE WHEN typeof(result) = 'blob' THEN NULL ELSE result END AS result"
+        return ", ".join(kept if name == "result" else f"[{name}]" for name in names)
 
     @mapped
     def tasks(

@@ -48,8 +48,8 @@ Once initialized, its tools misbehave on request:
                           `together` big calls are waiting (a gate the calls release), so that
                           many big answers reach serve at once
     oversize_late_id(mb)  the same, with its id written after the result (not in its first bytes)
-    gated(file, text)     writes `file`.held, waits until `file` exists (a gate the test opens),
-                          then answers `text`
+    gated(file, text, kind)  writes `file`.held, waits until `file` exists (a gate the test
+                          opens), then answers `text` (or, with `kind`, that one of SHAPES)
     stepped(file, steps)  for each step i: progress i of `steps` ("step i/steps"), then waits until
                           `file`.i exists; then answers "stepped": each step is the test's to open
     ticking(file)         progress 1, 2, 3… every 20 ms until `file` exists, then "ticked": progress
@@ -105,7 +105,7 @@ TOOLS: dict[str, dict[str, Any]] = {
     "oversize": {"mb": {"type": "number"}},
     "big": {"mb": {"type": "number"}, "together": {"type": "integer"}, "seed": {"type": "integer"}},
     "oversize_late_id": {"mb": {"type": "number"}},
-    "gated": {"file": {"type": "string"}, "text": {"type": "string"}},
+    "gated": {"file": {"type": "string"}, "text": {"type": "string"}, "kind": {"type": "string"}},
     "stepped": {"file": {"type": "string"}, "steps": {"type": "integer"}},
     "ticking": {"file": {"type": "string"}},
     "garbage": {},
@@ -151,6 +151,13 @@ SHAPES: dict[str, dict[str, Any]] = {
         "content": [{"type": "text", "text": "next"}],
         "isError": False,
         "_meta": {"nextTool": {"name": "echo", "arguments": {"text": "x"}}},
+    },
+    "empty": {"content": [], "isError": False, "structuredContent": {"k": [1]}},
+    "tricky": {  # what ends a plain result's content, in its _meta, its text and its structuredContent
+        "_meta": {"content": [1], "isError": True, "s": '],"isError":'},
+        "content": [{"type": "text", "text": 'a ],"isError": b'}, {"type": "text", "text": "]"}],
+        "isError": False,
+        "structuredContent": {"content": ['],"isError":'], "isError": [1]},
     },
     "followed": {
         "content": [{"type": "text", "text": "first"}],
@@ -278,7 +285,8 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any], token: Any = Non
         with open(f"{args.get('file')}.held", "w"):
             pass
         until_exists(str(args.get("file")))
-        result(request_id, text(str(args.get("text", "opened"))))
+        kind = args.get("kind")
+        result(request_id, SHAPES[str(kind)] if kind else text(str(args.get("text", "opened"))))
     elif name == "stepped":
         steps = int(args.get("steps", 1))
         for step in range(1, steps + 1):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -195,6 +196,64 @@ async def test_results_are_byte_identical_to_the_slow_path(config: Path) -> None
     for bad in (shown[14], shown[15]):  # the output schema is checked on both lanes alike
         assert bad["result"]["isError"] and "typed" in bad["result"]["content"][0]["text"], bad
     assert shown[16]["result"]["content"][0]["text"] == "failed"
+
+
+VARYING = re.compile(rb"[0-9A-HJKMNP-TV-Z]{26}|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def steady(reply: bytes) -> bytes:
+    """A reply's result with what differs between two runs (ids and times) blanked."""
+    return VARYING.sub(b"*", result_bytes(reply))
+
+
+GATED_KINDS = ["", "meta", "canonical", "extra", "image", "empty", "tricky"]
+
+
+async def test_task_results_are_byte_identical_to_the_slow_path(config: Path, tmp_path: Path) -> None:
+    """Calls promoted at once (timeout_ms=0), their results fetched as tasks. A call held by a
+    gate until it is a task ends while get_task_result (or execute_tool with the task's own resume
+    token) waits for it, so its end is an event the reply carries (the envelope is appended).
+    get_task shows its step the same; and every case is fetched again once it is done (nothing
+    appended)."""
+    replies: dict[bool, list[bytes]] = {}
+    for fast in (True, False):
+        async with serving_raw(config, fast) as host:
+            with anyio.fail_after(BOUND_S):
+                assert lane_of(await host.execute("raw", "request_id", {})) == ("fast" if fast else "slow")
+                replies[fast] = []
+                for n, kind in enumerate(GATED_KINDS * 2):
+                    task_id, waited = await gated_task(host, tmp_path / f"gate-{n}", kind, n % 2 == 1)
+                    assert b"events_since_last_response" in waited, waited[:300]
+                    shown = await host.tool("get_task", {"task_id": task_id})
+                    replies[fast] += [steady(waited), steady(shown)]
+                for server, tool, args in CASES:
+                    call = {"server": server, "tool": tool, "args": args, "timeout_ms": 0}
+                    task = json.loads(await host.tool("execute_tool", call))["result"]["structuredContent"]
+                    fetch = {"task_id": task["proxy_task"]["task_id"], "timeout_ms": 30_000}
+                    await host.tool("get_task_result", fetch)  # its end may come with it, or went before
+                    replies[fast].append(steady(await host.tool("get_task_result", fetch)))
+    for n, (by_fast, by_slow) in enumerate(zip(replies[True], replies[False], strict=True)):
+        assert by_fast == by_slow, (n, by_fast, by_slow)
+    assert b'"text":"opened \xc3\xa9"' in replies[True][0]
+    assert b'"text":"plain \xc3\xa9 \\\\ \\" \\n"' in replies[True][4 * len(GATED_KINDS)]
+
+
+async def gated_task(host: Host, gate: Path, kind: str, by_token: bool) -> tuple[str, bytes]:
+    """A gated call promoted at once, its gate opened, its result waited for: with get_task_result,
+    or with execute_tool and the task's own resume token."""
+    args = {"file": str(gate), "text": "opened é", **({"kind": kind} if kind else {})}
+    call = {"server": "raw", "tool": "gated", "args": args, "timeout_ms": 0}
+    task = json.loads(await host.tool("execute_tool", call))["result"]["structuredContent"]["proxy_task"]
+    gate.touch()
+    if by_token:
+        waited = await host.tool(
+            "execute_tool", {**call, "resume_token": task["resume_token"], "timeout_ms": 30_000}
+        )
+    else:
+        waited = await host.tool("get_task_result", {"task_id": task["task_id"], "timeout_ms": 30_000})
+    gate.unlink()  # the next lane's call finds its gate shut again (the same path: the same arguments)
+    Path(f"{gate}.held").unlink()
+    return task["task_id"], waited
 
 
 def odd_lines() -> list[dict[str, Any]]:
