@@ -24,7 +24,7 @@ import sqlite_utils
 
 from emceepee_cli import paths
 from emceepee_cli.errors import JournalError
-from emceepee_cli.store.faults import is_busy, journal_error, read_only, writable_problem
+from emceepee_cli.store.faults import is_busy, journal_error, read_only, torn, writable_problem
 from emceepee_cli.store.migrations import check_not_newer, migrations
 
 BUSY_TIMEOUT_MS = 5000
@@ -82,6 +82,8 @@ def connect(path: Path, seed: Callable[[sqlite_utils.Database], None] | None = N
 def _open(path: Path, seed: Callable[[sqlite_utils.Database], None] | None) -> sqlite_utils.Database:
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    elif (problem := torn(path)) is not None:  # SQLite would take it as sound, and write to it
+        raise problem
     conn = sqlite3.connect(
         path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
     )

@@ -2,7 +2,9 @@
 
 SQLite's failures are sorted here, in one place, into the few a person can act on: locked by
 another process, read-only (the file or its folder), a full disk, damaged (not a database, or cut
-short); store/migrations.py adds one written by a newer emceepee. The CLI stops on them (exit code
+short); store/migrations.py adds one written by a newer emceepee. A file cut short inside its
+last page is found here too (`torn`), before SQLite opens it: SQLite reads the missing tail as
+zeros and calls the file sound. The CLI stops on them (exit code
 4); a `serve` that cannot open its journal runs from memory instead and flags every reply with
 `serving_from_memory`. Nothing here
 imports sqlite-utils: `store/inspect.py` uses it on the cheap path of a TAB press.
@@ -17,6 +19,9 @@ from pathlib import Path
 
 from emceepee_cli.errors import JournalError
 
+HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+HEADER_SIZE = 100  # the page size is its bytes 16-17, big-endian; 1 stands for 65536
+PAGE_SIZES = {1 << n for n in range(9, 17)}  # 512 … 65536
 READ_ONLY = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
 NO_SPACE = ("SQLITE_FULL", "SQLITE_IOERR")
 DAMAGED = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
@@ -41,10 +46,43 @@ def journal_error(exc: sqlite3.Error, path: Path | str) -> JournalError:
         return JournalError(
             f"The journal {path} could not be used: {exc}", hint="Check the file and its folder."
         )
+    return damaged(path, str(exc))
+
+
+def damaged(path: Path | str, why: str) -> JournalError:
+    """The journal file is damaged: keep it aside, and let emceepee start a new one."""
     return JournalError(
-        f"The journal {path} is not a usable SQLite file (damaged or cut short): {exc}",
+        f"The journal {path} is not a usable SQLite file (damaged or cut short): {why}",
         hint=f"{move_aside(path)} (emceepee then starts a new one; the old file stays there to look at).",
     )
+
+
+def torn(path: Path) -> JournalError | None:
+    """Why the file at `path` is damaged by its size alone, or None.
+
+    SQLite rounds a file's page count up and reads a missing tail as zeros, so a file cut short
+    inside its last page passes `PRAGMA quick_check`, and a write would build on the zeros. The
+    main file of a WAL journal only ever grows or shrinks by whole pages: any other size is damage.
+    An empty file is a journal not created yet; a file that does not start as a database is left
+    to SQLite, which says so.
+    """
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(HEADER_SIZE)
+    except OSError:  # missing or unreadable: opening it says why
+        return None
+    if size == 0 or not head.startswith(HEADER[: len(head)]):
+        return None
+    if size < HEADER_SIZE:
+        return damaged(path, f"it is {size} bytes long, shorter than a database header")
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    if page not in PAGE_SIZES:
+        return None  # SQLite refuses it as not a database
+    if size < page or size % page:
+        return damaged(path, f"it is {size} bytes long, not a whole number of its {page}-byte pages")
+    return None
 
 
 def read_only(path: Path, why: str) -> JournalError:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from emceepee_cli.errors import JournalError
-from emceepee_cli.store.faults import journal_error
+from emceepee_cli.store.faults import journal_error, torn
 from emceepee_cli.store.pages import TaskFilter, TaskPage, read_page
 
 if TYPE_CHECKING:
@@ -45,6 +45,9 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
     if not path.exists():
         yield None
         return
+    problem = torn(path)  # read as sound by SQLite, zeros where the file was cut
+    if problem is not None:
+        raise problem
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
     except sqlite3.Error as exc:
