@@ -18,7 +18,6 @@ This module keeps the calls in flight, the waiting and the task tools (`get_task
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -53,6 +52,7 @@ from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import TASKS_LISTED, Journal
 from emceepee_cli.store.pages import TaskFilter, clamp_limit
 from emceepee_cli.store.records import TaskJson, TaskRow, TaskStatus, task_json
+from emceepee_cli.store.unreadable import UnreadableRow, json_column, skipped, text
 
 CANCEL_WAIT_S = 5.0
 
@@ -271,7 +271,13 @@ class Tasks:
     async def steps(self, task_id: str) -> list[dict[str, Any]]:
         """Every result the task's call produced (chained steps, resumes), each whole."""
         rows = await self.journal.run(Journal.steps, task_id)
-        return [{**Step.from_row(r).trace(), "result": json.loads(r["result"] or "null")} for r in rows]
+        return [
+            {
+                **Step.from_row(r).trace(),
+                "result": json_column(r["result"] or "null", f"steps of task {task_id}", object),
+            }
+            for r in rows
+        ]
 
     async def pending_on_server(self, server: str) -> dict[str, Any]:
         """The server's working tasks and its questions, the newest few of each (core/newest.py)."""
@@ -408,15 +414,21 @@ class Tasks:
             row = await self.journal.run(Journal.task, task_id)
             if row is None:
                 continue
-            call = Call(
-                row["server"],
-                row["tool"],
-                json.loads(row["args"] or "null"),
-                ttl_s=self.defaults.task_ttl_max_ms / 1000,
-                call_id=task_id,
-                created_at=row["created_at"],
-                state=CallState.PROMOTED,
-            )
+            what = f"task {task_id}"
+            try:
+                call = Call(
+                    text(row["server"], what),
+                    text(row["tool"], what),
+                    json_column(row["args"] or "null", what, object),
+                    ttl_s=self.defaults.task_ttl_max_ms / 1000,
+                    call_id=task_id,
+                    created_at=text(row["created_at"], what),
+                    state=CallState.PROMOTED,
+                )
+            except UnreadableRow as exc:  # it cannot be called again: it ends, saying why
+                skipped(exc)
+                await self.journal.run(Journal.finish_task, task_id, TaskStatus.FAILED, error=exc.message)
+                continue
             call.row_written.set()
             self.calls[task_id] = call
             self.runtime.spawn(self.driver.redrive, call, row, name=f"redrive {task_id}")

@@ -366,3 +366,83 @@ def run_as(prefix: list[str], *args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
+
+
+# An event row's data as damage leaves it, in a file that is still a sound database.
+BAD_EVENT_DATA: dict[str, str | bytes] = {
+    "not JSON": '{"task_id": ',
+    "a control character": '{"status": "\x01"}',
+    "a blob of NUL bytes": b"\x00\x00\xff\x00",
+    "not an object": "[1, 2]",
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_EVENT_DATA))
+async def test_serve_on_a_journal_with_an_event_row_that_does_not_decode_delivers_the_other_events(
+    served_journal: bytes, config: Path, bad: str
+) -> None:
+    db = paths.db_path()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    db.write_bytes(served_journal)
+    with sqlite3.connect(db) as conn:  # the events the served session's host never received
+        (cursor,) = conn.execute("SELECT last_event_id FROM cursors").fetchone()
+        sql = "SELECT event_id FROM events WHERE event_id > ? ORDER BY event_id"
+        undelivered = [r[0] for r in conn.execute(sql, [cursor])]
+        conn.execute("UPDATE events SET data = ? WHERE event_id = ?", [BAD_EVENT_DATA[bad], undelivered[0]])
+    conn.close()
+    assert len(undelivered) >= 2, undelivered
+    async with serve(config) as run:
+        with anyio.fail_after(60):
+            await run.host.initialize()
+            await run.host.send("tools/list")
+            replies = [
+                await run.host.send("tools/call", {"name": name, "arguments": arguments})
+                for name, arguments in (("list_servers", {}), ("list_tasks", {"include_completed": True}))
+            ]
+        code = await run.stop()
+    with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True) as conn:
+        kept = conn.execute("SELECT data FROM events WHERE event_id = ?", [undelivered[0]]).fetchone()[0]
+    conn.close()
+
+    events = [e for r in replies for e in r["structuredContent"].get("events_since_last_response", [])]
+    assert [e["event_id"] for e in events if e.get("replayed")] == undelivered[1:]
+    assert not any("journal_error" in r["structuredContent"] for r in replies)  # the file is in use
+    assert len(replies[1]["structuredContent"]["tasks"]) == PROMOTED + 1  # the journal's tasks
+    assert run.log.count(undelivered[0]) == 1, run.log  # logged once, by id
+    assert "Traceback" not in run.log and code == 0, run.log
+    assert kept == BAD_EVENT_DATA[bad]  # left as it was, for a look later
+
+
+async def test_serve_on_a_journal_with_task_rows_that_do_not_decode_lists_them_and_says_which_result_is_lost(
+    served_journal: bytes, config: Path
+) -> None:
+    db = paths.db_path()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    db.write_bytes(served_journal)
+    with sqlite3.connect(db) as conn:
+        sql = "SELECT task_id FROM tasks WHERE status = 'completed' ORDER BY task_id"
+        lost, slowed, *_ = [r[0] for r in conn.execute(sql)]
+        conn.execute("UPDATE tasks SET result = ? WHERE task_id = ?", ['{"content": [{"type": "te', lost])
+        conn.execute("UPDATE tasks SET progress = ? WHERE task_id = ?", ["\x00\x01", slowed])
+    conn.close()
+    async with serve(config) as run:
+        with anyio.fail_after(60):
+            await run.host.initialize()
+            listed = await run.host.tool("list_tasks", {"include_completed": True})
+            result = await run.host.send(
+                "tools/call", {"name": "get_task_result", "arguments": {"task_id": lost}}
+            )
+            kept = await run.host.send(
+                "tools/call", {"name": "get_task_result", "arguments": {"task_id": slowed}}
+            )
+            again = await run.host.tool("list_tasks", {"include_completed": True})
+        code = await run.stop()
+
+    assert {t["task_id"] for t in listed["tasks"]} >= {lost, slowed} and listed["tasks"] == again["tasks"]
+    assert result["isError"] and f"result of task {lost} cannot be read" in result["content"][0]["text"], (
+        result
+    )
+    assert "bug" not in result["content"][0]["text"]
+    assert kept["content"][0]["text"] == "slept 0.1 s" and not kept.get("isError"), kept
+    assert run.log.count(f"progress of task {slowed}") == 1, run.log  # listed twice, logged once
+    assert "Traceback" not in run.log and code == 0, run.log
