@@ -82,15 +82,15 @@ def connect(path: Path, seed: Callable[[sqlite_utils.Database], None] | None = N
 def _open(path: Path, seed: Callable[[sqlite_utils.Database], None] | None) -> sqlite_utils.Database:
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    elif (problem := torn(path)) is not None:  # SQLite would take it as sound, and write to it
-        raise problem
     conn = sqlite3.connect(
         path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
     )
     try:
         db = sqlite_utils.Database(conn)
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        if db.execute("PRAGMA page_count").fetchone()[0] == 0:  # a new file: before its first table
+        pages = db.execute("PRAGMA page_count").fetchone()[0]  # reads: a file that is no database fails here
+        check_whole_pages(db, path)  # before the first write: SQLite would take it as sound
+        if pages == 0:  # a new file: before its first table
             db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # see store/retention.py
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
@@ -105,6 +105,13 @@ def _open(path: Path, seed: Callable[[sqlite_utils.Database], None] | None) -> s
         conn.close()
         raise
     return db
+
+
+def check_whole_pages(db: sqlite_utils.Database, path: Path) -> None:
+    """Refuse a journal file cut short inside a page (store/faults.py)."""
+    problem = torn(path, int(db.execute("PRAGMA page_size").fetchone()[0]))
+    if problem is not None:
+        raise problem
 
 
 def in_memory() -> sqlite_utils.Database:

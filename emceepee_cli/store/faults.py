@@ -19,9 +19,6 @@ from pathlib import Path
 
 from emceepee_cli.errors import JournalError
 
-HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
-HEADER_SIZE = 100  # the page size is its bytes 16-17, big-endian; 1 stands for 65536
-PAGE_SIZES = {1 << n for n in range(9, 17)}  # 512 … 65536
 READ_ONLY = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
 NO_SPACE = ("SQLITE_FULL", "SQLITE_IOERR")
 DAMAGED = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
@@ -57,32 +54,24 @@ def damaged(path: Path | str, why: str) -> JournalError:
     )
 
 
-def torn(path: Path) -> JournalError | None:
-    """Why the file at `path` is damaged by its size alone, or None.
+def torn(path: Path, page_size: int) -> JournalError | None:
+    """Why the journal at `path` is damaged by its size alone, or None; `page_size` is the one in
+    its header (`PRAGMA page_size`, read when SQLite opened it).
 
     SQLite rounds a file's page count up and reads a missing tail as zeros, so a file cut short
     inside its last page passes `PRAGMA quick_check`, and a write would build on the zeros. The
     main file of a WAL journal only ever grows or shrinks by whole pages: any other size is damage.
-    An empty file is a journal not created yet; a file that does not start as a database is left
-    to SQLite, which says so.
+    An empty file is a journal not created yet. The size is all this looks at: opening the file
+    here, as SQLite has it open, and closing it would drop SQLite's locks on it (POSIX locks
+    belong to the process, and go with any of its descriptors).
     """
     try:
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(HEADER_SIZE)
-    except OSError:  # missing or unreadable: opening it says why
+        size = os.stat(path).st_size
+    except OSError:  # gone meanwhile: opening it says why
         return None
-    if size == 0 or not head.startswith(HEADER[: len(head)]):
+    if size == 0 or (size >= page_size and size % page_size == 0):
         return None
-    if size < HEADER_SIZE:
-        return damaged(path, f"it is {size} bytes long, shorter than a database header")
-    page = int.from_bytes(head[16:18], "big")
-    page = 65536 if page == 1 else page
-    if page not in PAGE_SIZES:
-        return None  # SQLite refuses it as not a database
-    if size < page or size % page:
-        return damaged(path, f"it is {size} bytes long, not a whole number of its {page}-byte pages")
-    return None
+    return damaged(path, f"it is {size} bytes long, not a whole number of its {page_size}-byte pages")
 
 
 def read_only(path: Path, why: str) -> JournalError:

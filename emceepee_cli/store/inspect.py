@@ -45,15 +45,16 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
     if not path.exists():
         yield None
         return
-    problem = torn(path)  # read as sound by SQLite, zeros where the file was cut
-    if problem is not None:
-        raise problem
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
     except sqlite3.Error as exc:
         raise _unreadable(path, exc) from exc
     conn.row_factory = sqlite3.Row
     try:
+        if conn.execute("PRAGMA page_count").fetchone()[0]:  # a file that is no database fails here
+            problem = torn(path, int(conn.execute("PRAGMA page_size").fetchone()[0]))
+            if problem is not None:  # read as sound by SQLite, zeros where the file was cut
+                raise problem
         yield conn
     except sqlite3.Error as exc:
         raise _unreadable(path, exc) from exc

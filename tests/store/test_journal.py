@@ -100,7 +100,7 @@ def test_a_file_cut_inside_a_page_is_damaged_and_an_empty_file_is_a_new_journal(
     empty = tmp_path / "empty.db"
     empty.touch()
 
-    assert faults.torn(whole) is None and faults.torn(empty) is None
+    assert faults.torn(whole, page_size) is None and faults.torn(empty, page_size) is None
     for reader in (Journal, inspect.status):
         with pytest.raises(JournalError, match="not a whole number of its") as refused:
             reader(cut)
