@@ -3,11 +3,10 @@
 SQLite's failures are sorted here, in one place, into the few a person can act on: locked by
 another process, read-only (the file or its folder), a full disk, damaged (not a database, or cut
 short); store/migrations.py adds one written by a newer emceepee. A file cut short inside its
-last page is found here too (`torn`), before SQLite opens it: SQLite reads the missing tail as
-zeros and calls the file sound. The CLI stops on them (exit code
-4); a `serve` that cannot open its journal runs from memory instead and flags every reply with
-`serving_from_memory`. Nothing here
-imports sqlite-utils: `store/inspect.py` uses it on the cheap path of a TAB press.
+last page is found here too (`torn`), before anything is written to it: SQLite reads the missing
+tail as zeros and calls the file sound. The CLI stops on them (exit code 4); a `serve` that cannot
+open its journal runs from memory instead and flags every reply with `serving_from_memory`.
+Nothing here imports sqlite-utils: `store/inspect.py` uses it on the cheap path of a TAB press.
 """
 
 from __future__ import annotations
