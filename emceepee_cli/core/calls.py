@@ -24,6 +24,7 @@ from emceepee_cli.core.spool import Held
 from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.ids import new_id
 from emceepee_cli.store.records import FINISHED_TASK, BadTransition, TaskRow, TaskStatus, task_json
+from emceepee_cli.store.unreadable import UnreadableRow
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +249,10 @@ def outcome(row: TaskRow) -> types.CallToolResult | dict[str, Any]:
     status = TaskStatus(row["status"])
     if status == TaskStatus.COMPLETED:
         assert row["result"] is not None, row  # a completed task always keeps its result
-        return types.CallToolResult.model_validate_json(row["result"])
+        try:
+            return types.CallToolResult.model_validate_json(row["result"])
+        except ValueError as exc:  # pydantic's ValidationError is one: a damaged row
+            raise UnreadableRow(f"result of task {row['task_id']}", exc) from exc
     if status in FINISHED_TASK:
         resumable = status == TaskStatus.INTERRUPTED and row.get("resume_token")
         raise TaskEnded(

@@ -42,6 +42,7 @@ from emceepee_cli.core.policy import Follow
 from emceepee_cli.core.resume import NEXT_TOKEN
 from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.store.records import PendingRow, StepRow
+from emceepee_cli.store.unreadable import UnreadableRow
 
 SUGGESTION_KEYS = ("nextTool", "openai/nextTool")
 TEXT_CHARS = 200
@@ -109,8 +110,13 @@ class Step:
 
     @classmethod
     def from_row(cls, row: StepRow) -> Step:
-        result = types.CallToolResult.model_validate_json(row["result"]) if row["result"] else None
-        step = cls(row["step"], row["kind"], row["tool"], json.loads(row["args"] or "null"))
+        """The step a journal row holds; `UnreadableRow` if its JSON does not decode (a damaged row)."""
+        try:
+            result = types.CallToolResult.model_validate_json(row["result"]) if row["result"] else None
+            args = json.loads(row["args"] or "null")
+        except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+            raise UnreadableRow(f"step {row['step']} of task {row['task_id']}", exc) from exc
+        step = cls(row["step"], row["kind"], row["tool"], args)
         step.outcome, step.result, step.token = row["outcome"], result, row["resume_token"]
         step.started_at, step.finished_at, step.dirty = row["started_at"], row["finished_at"], False
         return step

@@ -36,6 +36,7 @@ from emceepee_cli.ids import new_id
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import Kind, PendingRow, QuestionJson, params_of, question_json
+from emceepee_cli.store.unreadable import UnreadableRow, skipped
 
 logger = logging.getLogger(__name__)
 
@@ -333,9 +334,10 @@ class Questions:
     def listed(
         self, kind: str | None = None, server: str | None = None, task_id: str | None = None
     ) -> list[QuestionJson]:
-        """This process's open questions that wait on the client (not those the host is showing now)."""
-        return [
-            question_json(q.row)
+        """This process's open questions that wait on the client (not those the host is showing now);
+        one whose row does not decode is left out (logged once), as every reply carries this list."""
+        rows = [
+            q.row
             for q in self.live.values()
             if not q.answered.is_set()
             and not q.forwarding
@@ -343,6 +345,13 @@ class Questions:
             and (server is None or q.row["server"] == server)
             and (task_id is None or q.row["task_id"] == task_id)
         ]
+        shown = []
+        for row in rows:
+            try:
+                shown.append(question_json(row))
+            except UnreadableRow as exc:
+                skipped(exc)
+        return shown
 
     def for_client(self) -> dict[str, Any]:
         """Category 4: questions from backends awaiting an answer (empty when there are none), the

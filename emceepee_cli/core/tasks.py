@@ -53,6 +53,7 @@ from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import TASKS_LISTED, Journal
 from emceepee_cli.store.pages import TaskFilter, clamp_limit
 from emceepee_cli.store.records import StepRow, TaskJson, TaskRow, TaskStatus, task_json
+from emceepee_cli.store.unreadable import UnreadableRow, json_column, skipped, text
 
 CANCEL_WAIT_S = 5.0
 KEPT_OUTCOMES = ("ok", "tool_error")  # a step that ended with a result
@@ -281,7 +282,8 @@ class Tasks:
         from the task and shown as its step row would have kept it."""
         step = Step.from_row(row)
         if row["result"] is not None or row["outcome"] not in KEPT_OUTCOMES:
-            return {**step.trace(), "result": json.loads(row["result"] or "null")}
+            where = f"steps of task {row['task_id']}"
+            return {**step.trace(), "result": json_column(row["result"] or "null", where, object)}
         task = await self.journal.run(Journal.task, row["task_id"])
         if task is None or task["result"] is None:
             return {**step.trace(), "result": None}
@@ -443,15 +445,21 @@ class Tasks:
             row = await self.journal.run(Journal.task, task_id)
             if row is None:
                 continue
-            call = Call(
-                row["server"],
-                row["tool"],
-                json.loads(row["args"] or "null"),
-                ttl_s=self.defaults.task_ttl_max_ms / 1000,
-                call_id=task_id,
-                created_at=row["created_at"],
-                state=CallState.PROMOTED,
-            )
+            what = f"task {task_id}"
+            try:
+                call = Call(
+                    text(row["server"], what),
+                    text(row["tool"], what),
+                    json_column(row["args"] or "null", what, object),
+                    ttl_s=self.defaults.task_ttl_max_ms / 1000,
+                    call_id=task_id,
+                    created_at=text(row["created_at"], what),
+                    state=CallState.PROMOTED,
+                )
+            except UnreadableRow as exc:  # it cannot be called again: it ends, saying why
+                skipped(exc)
+                await self.journal.run(Journal.finish_task, task_id, TaskStatus.FAILED, error=exc.message)
+                continue
             call.row_written.set()
             self.calls[task_id] = call
             self.runtime.spawn(self.driver.redrive, call, row, name=f"redrive {task_id}")

@@ -56,7 +56,9 @@ async def take_over(journal: AsyncJournal, instance_id: str) -> Inherited:
     """Register this instance and settle what dead ones left; what it inherits.
 
     A journal that cannot be written here (a full disk) is logged, and `serve` runs anyway:
-    its backends answer; what it cannot journal is not kept.
+    its backends answer; what it cannot journal is not kept. So is one whose rows this emceepee
+    cannot read (damage SQLite does not see, store/unreadable.py): `serve` answers whatever the
+    journal holds.
     """
     try:
         await journal.run(Journal.register_instance, instance_id)
@@ -66,15 +68,24 @@ async def take_over(journal: AsyncJournal, instance_id: str) -> Inherited:
         if await journal.run(Journal.convert_to_incremental):  # once; before anything else uses the file
             log.info("journal: switched to incremental vacuum, so purged space goes back to the disk")
         calls = await journal.run(Journal.adopt_orphans, instance_id)
-    except JournalError as exc:
-        log.error("journal: %s", exc)
+    except Exception as exc:  # noqa: BLE001  # see _not_taken_over
+        _not_taken_over(exc)
         return Inherited()
     try:  # apart: calls this process has claimed must be re-driven whatever happens here
         events = await journal.run(Journal.claim_events, instance_id, EVENTS_KEPT)
-    except JournalError as exc:
-        log.error("journal: %s", exc)
+    except Exception as exc:  # noqa: BLE001  # see _not_taken_over
+        _not_taken_over(exc)
         events = []
     return Inherited(calls, events)
+
+
+def _not_taken_over(exc: Exception) -> None:
+    """Log why part of the take-over failed. Not only a JournalError: a row in a shape nobody
+    checked for (a damaged journal) must cost what it held, never `serve`'s answer to the host."""
+    if isinstance(exc, JournalError):
+        log.error("journal: %s", exc)
+    else:
+        log.error("journal: a row could not be read while taking over from stopped processes", exc_info=exc)
 
 
 @dataclass(frozen=True)

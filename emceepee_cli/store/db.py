@@ -24,7 +24,7 @@ import sqlite_utils
 
 from emceepee_cli import paths
 from emceepee_cli.errors import JournalError
-from emceepee_cli.store.faults import is_busy, journal_error, read_only, writable_problem
+from emceepee_cli.store.faults import is_busy, journal_error, read_only, torn, writable_problem
 from emceepee_cli.store.migrations import check_not_newer, migrations
 
 BUSY_TIMEOUT_MS = 5000
@@ -88,7 +88,9 @@ def _open(path: Path, seed: Callable[[sqlite_utils.Database], None] | None) -> s
     try:
         db = sqlite_utils.Database(conn)
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        if db.execute("PRAGMA page_count").fetchone()[0] == 0:  # a new file: before its first table
+        pages = db.execute("PRAGMA page_count").fetchone()[0]  # reads: a file that is no database fails here
+        check_whole_pages(db, path)  # before the first write: SQLite would take it as sound
+        if pages == 0:  # a new file: before its first table
             db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # see store/retention.py
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
@@ -103,6 +105,13 @@ def _open(path: Path, seed: Callable[[sqlite_utils.Database], None] | None) -> s
         conn.close()
         raise
     return db
+
+
+def check_whole_pages(db: sqlite_utils.Database, path: Path) -> None:
+    """Refuse a journal file cut short inside a page (store/faults.py)."""
+    problem = torn(path, int(db.execute("PRAGMA page_size").fetchone()[0]))
+    if problem is not None:
+        raise problem
 
 
 def in_memory() -> sqlite_utils.Database:

@@ -5,12 +5,15 @@ events it handed to its host. The events after a cursor are the ones that host n
 a `serve` starting claims those of dead instances (`claim_events`), first writer wins, and
 delivers them once in its own session. A host that lost a reply reads its own session's
 delivered events back (`events_between`).
+
+An event row that does not decode (store/unreadable.py) is skipped, logged once: it is one notice,
+the others still reach the host, and a claim moves the cursor past it all the same.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,6 +23,7 @@ from emceepee_cli.clock import now_iso
 from emceepee_cli.redact import redact_data
 from emceepee_cli.store.db import immediate, mapped
 from emceepee_cli.store.records import Event, EventRow, InstanceRow, OwnedEvent
+from emceepee_cli.store.unreadable import UnreadableRow, json_column, skipped, text
 
 
 class EventLog:
@@ -59,7 +63,7 @@ class EventLog:
             " ORDER BY event_id LIMIT ?",
             [instance_id, after, upto, limit],
         )
-        return [as_event(cast(EventRow, r)) for r in rows]
+        return readable(cast(EventRow, r) for r in rows)
 
     @mapped
     def claim_events(self, claimer: str, limit: int) -> list[Event]:
@@ -100,14 +104,27 @@ class EventLog:
                     },
                     pk="session_id",
                 )
-        return [{**as_event(cast(EventRow, r)), "replayed": True} for r in rows]
+        return [{**event, "replayed": True} for event in readable(cast(EventRow, r) for r in rows)]
+
+
+def readable(rows: Iterable[EventRow]) -> list[Event]:
+    """The rows as events, without those that do not decode (each logged once)."""
+    events = []
+    for row in rows:
+        try:
+            events.append(as_event(row))
+        except UnreadableRow as exc:
+            skipped(exc)
+    return events
 
 
 def as_event(row: EventRow) -> Event:
+    """An event row as the host receives it; `UnreadableRow` if a column does not decode."""
+    what = f"event {row['event_id']}"
     return Event(
-        event_id=row["event_id"],
-        type=row["type"],
-        server=row["server"],
-        created_at=row["created_at"],
-        data=json.loads(row["data"]),
+        event_id=text(row["event_id"], what),
+        type=text(row["type"], what),
+        server=text(row["server"], what, optional=True),
+        created_at=text(row["created_at"], what),
+        data=json_column(row["data"], what),
     )

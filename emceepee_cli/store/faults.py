@@ -2,10 +2,11 @@
 
 SQLite's failures are sorted here, in one place, into the few a person can act on: locked by
 another process, read-only (the file or its folder), a full disk, damaged (not a database, or cut
-short); store/migrations.py adds one written by a newer emceepee. The CLI stops on them (exit code
-4); a `serve` that cannot open its journal runs from memory instead and flags every reply with
-`serving_from_memory`. Nothing here
-imports sqlite-utils: `store/inspect.py` uses it on the cheap path of a TAB press.
+short); store/migrations.py adds one written by a newer emceepee. A file cut short inside its
+last page is found here too (`torn`), before anything is written to it: SQLite reads the missing
+tail as zeros and calls the file sound. The CLI stops on them (exit code 4); a `serve` that cannot
+open its journal runs from memory instead and flags every reply with `serving_from_memory`.
+Nothing here imports sqlite-utils: `store/inspect.py` uses it on the cheap path of a TAB press.
 """
 
 from __future__ import annotations
@@ -42,10 +43,35 @@ def journal_error(exc: sqlite3.Error, path: Path | str) -> JournalError:
         return JournalError(
             f"The journal {path} could not be used: {exc}", hint="Check the file and its folder."
         )
+    return damaged(path, str(exc))
+
+
+def damaged(path: Path | str, why: str) -> JournalError:
+    """The journal file is damaged: keep it aside, and let emceepee start a new one."""
     return JournalError(
-        f"The journal {path} is not a usable SQLite file (damaged or cut short): {exc}",
+        f"The journal {path} is not a usable SQLite file (damaged or cut short): {why}",
         hint=f"{move_aside(path)} (emceepee then starts a new one; the old file stays there to look at).",
     )
+
+
+def torn(path: Path, page_size: int) -> JournalError | None:
+    """Why the journal at `path` is damaged by its size alone, or None; `page_size` is the one in
+    its header (`PRAGMA page_size`, read when SQLite opened it).
+
+    SQLite rounds a file's page count up and reads a missing tail as zeros, so a file cut short
+    inside its last page passes `PRAGMA quick_check`, and a write would build on the zeros. The
+    main file of a WAL journal only ever grows or shrinks by whole pages: any other size is damage.
+    An empty file is a journal not created yet. The size is all this looks at: opening the file
+    here, as SQLite has it open, and closing it would drop SQLite's locks on it (POSIX locks
+    belong to the process, and go with any of its descriptors).
+    """
+    try:
+        size = os.stat(path).st_size
+    except OSError:  # gone meanwhile: opening it says why
+        return None
+    if size == 0 or (size >= page_size and size % page_size == 0):
+        return None
+    return damaged(path, f"it is {size} bytes long, not a whole number of its {page_size}-byte pages")
 
 
 def read_only(path: Path, why: str) -> JournalError:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from emceepee_cli.errors import JournalError
-from emceepee_cli.store.faults import journal_error
+from emceepee_cli.store.faults import journal_error, torn
 from emceepee_cli.store.pages import TaskFilter, TaskPage, read_page
 
 if TYPE_CHECKING:
@@ -51,6 +51,10 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
         raise _unreadable(path, exc) from exc
     conn.row_factory = sqlite3.Row
     try:
+        if conn.execute("PRAGMA page_count").fetchone()[0]:  # a file that is no database fails here
+            problem = torn(path, int(conn.execute("PRAGMA page_size").fetchone()[0]))
+            if problem is not None:  # read as sound by SQLite, zeros where the file was cut
+                raise problem
         yield conn
     except sqlite3.Error as exc:
         raise _unreadable(path, exc) from exc

@@ -7,9 +7,10 @@ the code checks when it settles a row (`settling`, `finishing`), and the ones th
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from typing import Any, NotRequired, TypedDict, cast
+
+from emceepee_cli.store.unreadable import UnreadableRow, json_column, skipped
 
 
 class TaskStatus(StrEnum):
@@ -270,20 +271,23 @@ def task_json(row: TaskRow) -> TaskJson:
     if row.get("expires_at"):
         out["expires_at"] = str(row["expires_at"])
     if row.get("progress"):
-        out["progress"] = json.loads(str(row["progress"]))
+        try:  # passing news: a task shown without it is better than no task
+            out["progress"] = json_column(row["progress"], f"progress of task {row['task_id']}")
+        except UnreadableRow as exc:
+            skipped(exc)
     return out
 
 
 def params_of(row: PendingRow) -> dict[str, Any]:
     """A question's request params."""
-    params: dict[str, Any] = json.loads(row["params"])
+    params: dict[str, Any] = json_column(row["params"], f"question {row['request_id']}")
     return params
 
 
 def approval_of(row: PendingRow) -> dict[str, Any]:
     """An approval's details as journaled: tool, arguments, reason, step, and who may accept it
     (`by`); {} for any other question."""
-    return cast(dict[str, Any], json.loads(str(row.get("approval") or "{}")))
+    return cast(dict[str, Any], json_column(row.get("approval") or "{}", f"question {row['request_id']}"))
 
 
 def question_json(row: PendingRow) -> QuestionJson:

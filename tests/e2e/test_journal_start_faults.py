@@ -1,6 +1,7 @@
 """A journal that cannot be used when `serve` starts, with real `serve` processes and the real CLI:
-a file that is not a database, a database cut short, a read-only file, a read-only folder, a journal
-from a newer emceepee, one another process keeps locked past serve's wait. `serve` answers from
+a file that is not a database, a database cut short (on a page boundary, or inside its last page,
+which SQLite itself reads as sound), a read-only file, a read-only folder, a journal from a newer
+emceepee, one another process keeps locked past serve's wait. `serve` answers from
 memory and every reply says what is wrong and the command that fixes it; the file is left exactly
 as it was; the CLI and `doctor` give the same fix.
 
@@ -11,7 +12,9 @@ exec, so the modes bind it exactly as they bind a user on their own 0400 file.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -29,11 +32,12 @@ from emceepee_cli.clock import now_iso
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskRow, TaskStatus
 from tests.e2e.test_journal_faults import Run, serve
-from tests.support import AS_OWNER_PREFIX, Gate, hostile_table, serve_command, write_config
+from tests.support import AS_OWNER_PREFIX, Gate, example_table, hostile_table, serve_command, write_config
 
 pytestmark = pytest.mark.anyio
 
 TASK_ID = "01JQZ00000000000000000TASK"
+PROMOTED = 20  # calls of the served session promoted to tasks: their rows fill the journal's last pages
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class Fault:
     own_folder: bool = False  # the journal in a folder of its own (EMCEEPEE_DB)
     cli_reads: bool = False  # the CLI can still list its tasks (only writing is refused)
     locked: bool = False  # another process holds the journal locked all along
+    served: bool = False  # `make` breaks a journal a real serve session wrote (`served_journal`)
 
 
 def journal_with_rows(db: Path) -> None:
@@ -92,6 +97,20 @@ def cut_short(db: Path) -> None:
     assert db.read_bytes().startswith(b"SQLite format 3\x00")
 
 
+def cut_inside_last_page(db: Path, by: int) -> None:
+    """The served journal cut short by `by` bytes, less than a page: SQLite counts the cut page as
+    whole and reads its missing tail as zeros (quick_check may well say ok, depending on the page)."""
+    size = db.stat().st_size
+    with db.open("r+b") as f:
+        f.truncate(size - by)
+    with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True) as conn:
+        page, pages = (conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("page_size", "page_count"))
+    conn.close()
+    assert size % page == 0 and 0 < by < page and pages == size // page
+    for sidecar in db.parent.glob(db.name + "-*"):  # the reader's empty -wal and -shm
+        sidecar.unlink()
+
+
 def read_only_file(db: Path) -> None:
     journal_with_rows(db)
     db.chmod(0o400)
@@ -115,6 +134,12 @@ def newer(db: Path) -> None:  # as a newer emceepee leaves it: one migration thi
 FAULTS = {
     "not a database": Fault(not_a_database, "not a usable SQLite file", "mv "),
     "cut short": Fault(cut_short, "not a usable SQLite file", "mv "),
+    **{
+        f"cut by {by} bytes": Fault(
+            functools.partial(cut_inside_last_page, by=by), "not a usable SQLite file", "mv ", served=True
+        )
+        for by in (1, 100, 2000, 4095)
+    },
     "read-only file": Fault(
         read_only_file, "cannot be opened for writing", "chmod u+w ", as_owner=True, cli_reads=True
     ),
@@ -168,18 +193,64 @@ def config(tmp_path: Path) -> Path:
     return write_config(tmp_path / "config.toml", hostile_table("h"))  # stdlib: quick to start; its gates
 
 
+@pytest.fixture(scope="module")
+def served_journal(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A journal as a real serve session leaves it: calls, a promoted task, a question parked for a
+    host that cannot show forms, and the events of all of them (some never delivered: the host left).
+    Made once, for the tests of both kinds (the CLI's are not async)."""
+    return anyio.run(serve_a_session, tmp_path_factory.mktemp("served"))
+
+
+async def serve_a_session(home: Path) -> bytes:
+    db = home / "journal.db"
+    config = write_config(
+        home / "config.toml", example_table("echo", "echo.py"), example_table("elicit", "elicit.py")
+    )
+    env = {**os.environ, "EMCEEPEE_HOME": str(home / "home"), "EMCEEPEE_DB": str(db)}
+    async with serve(config, env) as run:
+        with anyio.fail_after(90):
+            await run.host.initialize()
+            await run.host.send("tools/list")
+            for server in ("echo", "elicit"):
+                while "tools" not in (await run.host.tool("list_tools", {"server": server}))["servers"][0]:
+                    pass  # each listing waits a little for a backend still starting
+            await run.host.tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "hi"}})
+            slow = {"server": "echo", "tool": "slow", "args": {"seconds": 0.1, "steps": 1}, "timeout_ms": 10}
+            for _ in range(PROMOTED):
+                task_id = (await run.host.tool("execute_tool", slow))["proxy_task"]["task_id"]
+                await run.host.tool("get_task_result", {"task_id": task_id, "timeout_ms": 20000})
+            asked = {"server": "elicit", "tool": "ask", "args": {"question": "Name?"}, "timeout_ms": 10}
+            await run.host.tool("execute_tool", asked)
+            while not (await run.host.tool("await_activity", {"timeout_ms": 5000}))["pending_client"][
+                "elicitations"
+            ]:
+                pass  # the question is parked: this host declared no elicitation
+            assert await run.stop() == 0, run.log
+    with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True) as conn:
+        counts = {
+            t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("tasks", "pending", "events")
+        }
+    conn.close()
+    assert counts["tasks"] > PROMOTED and counts["pending"] == 1 and counts["events"] > PROMOTED, counts
+    return db.read_bytes()
+
+
 @pytest.fixture(params=list(FAULTS))
 def fault(request: pytest.FixtureRequest) -> Fault:
     return FAULTS[str(request.param)]
 
 
 @pytest.fixture
-def db(fault: Fault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def db(
+    fault: Fault, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Path]:
     """The journal, broken as `fault` says; its folder writable again afterwards, for clean-up."""
     if fault.own_folder:
         monkeypatch.setenv("EMCEEPEE_DB", str(tmp_path / "journal-folder" / "journal.db"))
     path = paths.db_path()
     path.parent.mkdir(parents=True, exist_ok=True)
+    if fault.served:
+        path.write_bytes(request.getfixturevalue("served_journal"))
     fault.make(path)
     yield path
     path.parent.chmod(0o700)
@@ -283,3 +354,83 @@ def run_as(prefix: list[str], *args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
+
+
+# An event row's data as damage leaves it, in a file that is still a sound database.
+BAD_EVENT_DATA: dict[str, str | bytes] = {
+    "not JSON": '{"task_id": ',
+    "a control character": '{"status": "\x01"}',
+    "a blob of NUL bytes": b"\x00\x00\xff\x00",
+    "not an object": "[1, 2]",
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_EVENT_DATA))
+async def test_serve_on_a_journal_with_an_event_row_that_does_not_decode_delivers_the_other_events(
+    served_journal: bytes, config: Path, bad: str
+) -> None:
+    db = paths.db_path()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    db.write_bytes(served_journal)
+    with sqlite3.connect(db) as conn:  # the events the served session's host never received
+        (cursor,) = conn.execute("SELECT last_event_id FROM cursors").fetchone()
+        sql = "SELECT event_id FROM events WHERE event_id > ? ORDER BY event_id"
+        undelivered = [r[0] for r in conn.execute(sql, [cursor])]
+        conn.execute("UPDATE events SET data = ? WHERE event_id = ?", [BAD_EVENT_DATA[bad], undelivered[0]])
+    conn.close()
+    assert len(undelivered) >= 2, undelivered
+    async with serve(config) as run:
+        with anyio.fail_after(60):
+            await run.host.initialize()
+            await run.host.send("tools/list")
+            replies = [
+                await run.host.send("tools/call", {"name": name, "arguments": arguments})
+                for name, arguments in (("list_servers", {}), ("list_tasks", {"include_completed": True}))
+            ]
+        code = await run.stop()
+    with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True) as conn:
+        kept = conn.execute("SELECT data FROM events WHERE event_id = ?", [undelivered[0]]).fetchone()[0]
+    conn.close()
+
+    events = [e for r in replies for e in r["structuredContent"].get("events_since_last_response", [])]
+    assert [e["event_id"] for e in events if e.get("replayed")] == undelivered[1:]
+    assert not any("journal_error" in r["structuredContent"] for r in replies)  # the file is in use
+    assert len(replies[1]["structuredContent"]["tasks"]) == PROMOTED + 1  # the journal's tasks
+    assert run.log.count(undelivered[0]) == 1, run.log  # logged once, by id
+    assert "Traceback" not in run.log and code == 0, run.log
+    assert kept == BAD_EVENT_DATA[bad]  # left as it was, for a look later
+
+
+async def test_serve_on_a_journal_with_task_rows_that_do_not_decode_lists_them_and_says_which_result_is_lost(
+    served_journal: bytes, config: Path
+) -> None:
+    db = paths.db_path()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    db.write_bytes(served_journal)
+    with sqlite3.connect(db) as conn:
+        sql = "SELECT task_id FROM tasks WHERE status = 'completed' ORDER BY task_id"
+        lost, slowed, *_ = [r[0] for r in conn.execute(sql)]
+        conn.execute("UPDATE tasks SET result = ? WHERE task_id = ?", ['{"content": [{"type": "te', lost])
+        conn.execute("UPDATE tasks SET progress = ? WHERE task_id = ?", ["\x00\x01", slowed])
+    conn.close()
+    async with serve(config) as run:
+        with anyio.fail_after(60):
+            await run.host.initialize()
+            listed = await run.host.tool("list_tasks", {"include_completed": True})
+            result = await run.host.send(
+                "tools/call", {"name": "get_task_result", "arguments": {"task_id": lost}}
+            )
+            kept = await run.host.send(
+                "tools/call", {"name": "get_task_result", "arguments": {"task_id": slowed}}
+            )
+            again = await run.host.tool("list_tasks", {"include_completed": True})
+        code = await run.stop()
+
+    assert {t["task_id"] for t in listed["tasks"]} >= {lost, slowed} and listed["tasks"] == again["tasks"]
+    assert result["isError"] and f"result of task {lost} cannot be read" in result["content"][0]["text"], (
+        result
+    )
+    assert "bug" not in result["content"][0]["text"]
+    assert kept["content"][0]["text"] == "slept 0.1 s" and not kept.get("isError"), kept
+    assert run.log.count(f"progress of task {slowed}") == 1, run.log  # listed twice, logged once
+    assert "Traceback" not in run.log and code == 0, run.log

@@ -18,7 +18,7 @@ import sqlite_utils
 
 from emceepee_cli.clock import now_iso
 from emceepee_cli.errors import JournalError
-from emceepee_cli.store import inspect
+from emceepee_cli.store import faults, inspect
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.migrations import migrations
 from emceepee_cli.store.records import Event, PendingRow, TaskRow, TaskStatus
@@ -86,6 +86,31 @@ def test_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path: Path) -> None:
     path.write_text("not a database, just text " * 100)
     with pytest.raises(JournalError, match="not a usable SQLite file"):
         Journal(path)
+
+
+@pytest.mark.parametrize("page_size", [4096, 65536])  # 65536 is written as 1 in the header
+def test_a_file_cut_inside_a_page_is_damaged_and_an_empty_file_is_a_new_journal(
+    tmp_path: Path, page_size: int
+) -> None:
+    whole = tmp_path / "whole.db"
+    with sqlite3.connect(whole) as conn:
+        conn.execute(f"PRAGMA page_size = {page_size}")
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    assert whole.stat().st_size % page_size == 0
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(whole.read_bytes()[:-1])
+    empty = tmp_path / "empty.db"
+    empty.touch()
+
+    assert faults.torn(whole, page_size) is None and faults.torn(empty, page_size) is None
+    for reader in (Journal, inspect.status):
+        with pytest.raises(JournalError, match="not a whole number of its") as refused:
+            reader(cut)
+        assert refused.value.hint is not None and refused.value.hint.startswith("mv ")
+    assert cut.read_bytes() == whole.read_bytes()[:-1]
+    Journal(empty).register_instance("I")  # as today: created in place
+    assert "instances" in sqlite_utils.Database(empty).table_names()
 
 
 def test_the_journal_is_private_to_the_user(emceepee_home: Path) -> None:
