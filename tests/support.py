@@ -214,6 +214,15 @@ async def still_answering(client: Client) -> None:
         await client.send_ping()
 
 
+async def next_event(client: Client, kind: str) -> dict[str, Any]:
+    """The data of the next event of this kind (the caller bounds the wait)."""
+    while True:
+        activity = payload(await client.call_tool("await_activity", {"timeout_ms": 5000}))
+        for event in activity["events"]:
+            if event["type"] == kind:
+                return dict(event["data"])
+
+
 async def until_ready(client: Client, *servers: str) -> dict[str, list[dict[str, Any]]]:
     """As a host begins: list emceepee's tools, then each named server's (no names: every server
     list_servers shows), until it is ready (each listing waits a little for a backend still

@@ -281,13 +281,9 @@ def parent_death_hook() -> Callable[[], None] | None:
 
     Linux only. The signal is tied to the thread that forks: spawn from the event loop's thread.
     """
-    if not HAVE_PROC:
+    prctl = _prctl()
+    if prctl is None:
         return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     parent, sig = os.getpid(), int(PARENT_DEATH_SIGNAL)
 
     def in_child() -> None:  # runs between fork and exec: no imports, no locks, no logging

@@ -67,19 +67,8 @@ def _parent(pid: int) -> int | None:
         return int(stat.rpartition(")")[2].split()[1])  # field 4 of the whole line
     if Path("/proc/self/stat").exists():
         return None
-    try:
-        done = subprocess.run(
-            [PS, "-o", "ppid=", "-p", str(pid)],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=PS_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    text = done.stdout.strip()
-    return int(text) if done.returncode == 0 and text.isdigit() else None
+    text = _ps(pid, "ppid=") or ""
+    return int(text) if text.isdigit() else None
 
 
 def _exists(pid: int) -> bool:
@@ -123,9 +112,18 @@ def _boot_id() -> str:
 
 
 def _ps_start(pid: int) -> str | None:
+    state, _, started = (_ps(pid, "stat=", "lstart=") or "").partition(" ")
+    if not started or state.startswith("Z"):
+        return None
+    return f"ps:{' '.join(started.split())}"
+
+
+def _ps(pid: int, *fields: str) -> str | None:
+    """What the system's `ps` says of `pid` (`fields` as its -o takes them), or None."""
+    columns = [arg for field in fields for arg in ("-o", field)]
     try:
         done = subprocess.run(
-            [PS, "-o", "stat=", "-o", "lstart=", "-p", str(pid)],
+            [PS, *columns, "-p", str(pid)],
             check=False,
             capture_output=True,
             text=True,
@@ -134,7 +132,4 @@ def _ps_start(pid: int) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    state, _, started = done.stdout.strip().partition(" ")
-    if done.returncode != 0 or not started or state.startswith("Z"):
-        return None
-    return f"ps:{' '.join(started.split())}"
+    return done.stdout.strip() if done.returncode == 0 else None

@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 
 from tests.support import (
     hostile_table,
+    next_event,
     payload,
     serve_command,
     still_answering,
@@ -185,15 +186,6 @@ async def test_a_line_over_the_limit_without_a_readable_id_tells_the_calls_it_cu
         assert "emceepee closed the connection: the backend wrote a line over 64 MiB" in message
     assert after["restarts"] == 1 and after["pid"] != before["pid"]
     assert texts(echoed) == ["back"]
-
-
-async def next_event(client: Client, kind: str) -> dict[str, Any]:
-    """The data of the next event of this kind (the caller bounds the wait)."""
-    while True:
-        activity = payload(await client.call_tool("await_activity", {"timeout_ms": 5000}))
-        for event in activity["events"]:
-            if event["type"] == kind:
-                return dict(event["data"])
 
 
 @pytest.mark.parametrize("fast", LANES)

@@ -11,8 +11,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from tests.e2e.test_reload import next_event
-from tests.support import example_table, hostile_table, serving, texts, until_ready, write_config
+from tests.support import example_table, hostile_table, next_event, serving, texts, until_ready, write_config
 
 pytestmark = pytest.mark.anyio
 

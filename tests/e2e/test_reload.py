@@ -14,18 +14,18 @@ from mcp import Client
 
 from emceepee_cli import paths
 from emceepee_cli.store import inspect
-from tests.support import alive, example_table, payload, serving, still_answering, texts, write_config
+from tests.support import (
+    alive,
+    example_table,
+    next_event,
+    payload,
+    serving,
+    still_answering,
+    texts,
+    write_config,
+)
 
 pytestmark = pytest.mark.anyio
-
-
-async def next_event(client: Client, kind: str) -> dict[str, Any]:
-    """The data of the next event of this kind (the caller bounds the wait)."""
-    while True:
-        activity = payload(await client.call_tool("await_activity", {"timeout_ms": 5000}))
-        for event in activity["events"]:
-            if event["type"] == kind:
-                return dict(event["data"])
 
 
 async def servers(client: Client) -> dict[str, dict[str, Any]]:

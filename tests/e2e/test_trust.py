@@ -24,6 +24,7 @@ from tests.support import (
     ROOT,
     example_table,
     hostile_table,
+    next_event,
     payload,
     serving,
     texts,
@@ -80,15 +81,6 @@ def exploit(request_id: str, out: Path) -> dict[str, Any]:
     return {"name": "pwn", "command": "/bin/sh", "args": ["-c", script], "env": env}
 
 
-async def events_until(client: Client, wanted: str) -> dict[str, Any]:
-    """await_activity until an event of type `wanted` comes (the caller bounds the wait)."""
-    while True:
-        activity = payload(await client.call_tool("await_activity", {"timeout_ms": 5000}))
-        for event in activity["events"]:
-            if event["type"] == wanted:
-                return dict(event["data"])
-
-
 async def question(client: Client, request_id: str) -> dict[str, Any]:
     """A pending question, whole, as get_elicitations lists it."""
     listed = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
@@ -114,7 +106,7 @@ async def test_the_model_cannot_approve_its_destructive_call_by_adding_a_server_
             shown = await question(client, asked)
             task = payload(await client.call_tool("get_task", {"task_id": task_id}))["task"]
             await client.call_tool("respond_to_elicitation", {"request_id": asked, "action": "decline"})
-            outcome = await events_until(client, "server_change")
+            outcome = await next_event(client, "server_change")
     assert not added.is_error and "waits for a person's approval" in texts(added)[0]
     assert f"emceepee answer {asked}" in texts(added)[0]
     assert own.is_error and "(add_server) can be accepted only" in texts(own)[0]
@@ -182,7 +174,7 @@ async def test_add_server_approved_at_a_terminal_later_is_added_then_and_the_mod
             before = [row["name"] for row in payload(await client.call_tool("list_servers", {}))["servers"]]
             again = await client.call_tool("add_server", more)
             shown = await anyio.to_thread.run_sync(approve_at_terminal, request_id)
-            outcome = await events_until(client, "server_change")
+            outcome = await next_event(client, "server_change")
             echoed = await client.call_tool(
                 "execute_tool",
                 {"server": "more", "tool": "echo", "args": {"text": "2"}, "timeout_ms": 20_000},
@@ -251,7 +243,7 @@ async def test_an_add_server_nobody_approves_expires_and_nothing_is_started_or_w
         with anyio.fail_after(60):
             await until_ready(client)
             waiting = payload(await client.call_tool("add_server", {**script, "timeout_ms": 0}))
-            outcome = await events_until(client, "server_change")
+            outcome = await next_event(client, "server_change")
             servers = [row["name"] for row in payload(await client.call_tool("list_servers", {}))["servers"]]
     assert waiting["approval"]["status"] == "pending"
     assert outcome["done"] is False and outcome["approval"]["status"] == "expired"
