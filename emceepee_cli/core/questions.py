@@ -36,7 +36,7 @@ from emceepee_cli.ids import new_id
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import Kind, PendingRow, QuestionJson, params_of, question_json
-from emceepee_cli.store.unreadable import UnreadableRow, skipped
+from emceepee_cli.store.unreadable import readable
 
 logger = logging.getLogger(__name__)
 
@@ -345,13 +345,7 @@ class Questions:
             and (server is None or q.row["server"] == server)
             and (task_id is None or q.row["task_id"] == task_id)
         ]
-        shown = []
-        for row in rows:
-            try:
-                shown.append(question_json(row))
-            except UnreadableRow as exc:
-                skipped(exc)
-        return shown
+        return readable(rows, question_json)
 
     def for_client(self) -> dict[str, Any]:
         """Category 4: questions from backends awaiting an answer (empty when there are none), the

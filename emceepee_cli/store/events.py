@@ -21,9 +21,10 @@ import sqlite_utils
 
 from emceepee_cli.clock import now_iso
 from emceepee_cli.redact import redact_data
+from emceepee_cli.store import unreadable
 from emceepee_cli.store.db import immediate, mapped
 from emceepee_cli.store.records import Event, EventRow, InstanceRow, OwnedEvent
-from emceepee_cli.store.unreadable import UnreadableRow, json_column, skipped, text
+from emceepee_cli.store.unreadable import json_column, text
 
 
 class EventLog:
@@ -109,13 +110,7 @@ class EventLog:
 
 def readable(rows: Iterable[EventRow]) -> list[Event]:
     """The rows as events, without those that do not decode (each logged once)."""
-    events = []
-    for row in rows:
-        try:
-            events.append(as_event(row))
-        except UnreadableRow as exc:
-            skipped(exc)
-    return events
+    return unreadable.readable(rows, as_event)
 
 
 def as_event(row: EventRow) -> Event:

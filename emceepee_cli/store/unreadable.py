@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from emceepee_cli.errors import JournalError
 
@@ -23,6 +24,8 @@ HINT = (
     "whole file."
 )
 _logged: set[str] = set()  # the rows already logged by this process
+R = TypeVar("R")
+T = TypeVar("T")
 
 
 class UnreadableRow(JournalError):
@@ -56,3 +59,14 @@ def skipped(exc: UnreadableRow) -> None:
     if exc.what not in _logged:
         _logged.add(exc.what)
         log.error("journal: %s It is skipped.", exc.message)
+
+
+def readable(rows: Iterable[R], decode: Callable[[R], T]) -> list[T]:
+    """Each row decoded, without those that do not decode (each logged once, by `skipped`)."""
+    out = []
+    for row in rows:
+        try:
+            out.append(decode(row))
+        except UnreadableRow as exc:
+            skipped(exc)
+    return out
