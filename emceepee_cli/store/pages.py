@@ -67,6 +67,9 @@ class TaskPage(TypedDict):
     next_cursor: NotRequired[str]  # where the next page starts, when there are more
 
 
+# A page shows each task's state, never its result, which may be many MB (store/results.py).
+LISTED = ", ".join("NULL AS result" if name == "result" else f"[{name}]" for name in TaskRow.__annotations__)
+
 Query = Callable[[str, list[Any]], list[dict[str, Any]]]  # SQL and parameters to rows, as dicts
 
 
@@ -77,7 +80,7 @@ def read_page(query: Query, where: TaskFilter, cursor: str | None, limit: int = 
     read-only one (store/inspect.py), so both page alike.
     """
     after = decode(cursor, where) if cursor is not None else None
-    rows = [cast(TaskRow, r) for r in query(*_select("*", where, after, limit))]
+    rows = [cast(TaskRow, r) for r in query(*_select(LISTED, where, after, limit))]
     page = TaskPage(tasks=rows)
     if len(rows) == limit:
         last = rows[-1]["task_id"]

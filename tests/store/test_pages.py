@@ -12,6 +12,7 @@ import pytest
 from emceepee_cli.clock import now_iso
 from emceepee_cli.errors import UsageError
 from emceepee_cli.ids import new_id
+from emceepee_cli.store import inspect
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.pages import TaskFilter, TaskPage
 from emceepee_cli.store.records import TaskRow, TaskStatus
@@ -62,6 +63,21 @@ def test_pages_list_every_task_once_newest_first_and_say_how_many_are_left(journ
     assert [len(p["tasks"]) for p in pages] == [10, 10, 3]
     assert [p.get("more") for p in pages] == [13, 3, None]
     assert [t["task_id"] for p in pages for t in p["tasks"]] == ids[::-1]
+
+
+def test_a_page_carries_each_tasks_state_and_never_its_result(journal: Journal, tmp_path: Path) -> None:
+    """A result can be many MB: a listing reads none of them, on the journal's connection or the
+    CLI's read-only one; the task itself still has it."""
+    [task_id] = add_tasks(journal, 1, finished=False)
+    big = {"content": [{"type": "text", "text": "x" * 2_000_000}]}
+    journal.finish_task(task_id, TaskStatus.COMPLETED, result=big)
+    where = TaskFilter(include_finished=True)
+    [listed] = journal.task_page(where, None, 10)["tasks"]
+    [read_only] = inspect.task_page(tmp_path / "j.db", where, None, 10)["tasks"]
+    assert listed["status"] == read_only["status"] == "completed"
+    assert listed["result"] is None and read_only["result"] is None
+    whole = journal.task(task_id)
+    assert whole is not None and whole["result"] is not None and len(whole["result"]) > 2_000_000
 
 
 def test_a_cursor_holds_while_another_process_adds_tasks(journal: Journal, tmp_path: Path) -> None:
