@@ -26,6 +26,10 @@ from emceepee_cli.store.db import immediate, mapped
 from emceepee_cli.store.records import Event, EventRow, InstanceRow, OwnedEvent
 from emceepee_cli.store.unreadable import json_column, text
 
+# `data` is read as bytes, decoded by `as_event`: text that is not UTF-8 (damage SQLite does not
+# check) then fails that one row, not the whole read, which would lose every event after it.
+EVENT_COLUMNS = "event_id, instance_id, type, server, CAST(data AS BLOB) AS data, created_at"
+
 
 class EventLog:
     """The events half of the journal (mixed into `Journal`)."""
@@ -60,7 +64,7 @@ class EventLog:
     def events_between(self, instance_id: str, after: str, upto: str, limit: int) -> list[Event]:
         """This instance's events after `after` up to `upto` (both ids), oldest first."""
         rows = self.db.query(
-            "SELECT * FROM events WHERE instance_id = ? AND event_id > ? AND event_id <= ?"
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE instance_id = ? AND event_id > ? AND event_id <= ?"
             " ORDER BY event_id LIMIT ?",
             [instance_id, after, upto, limit],
         )
@@ -92,7 +96,8 @@ class EventLog:
             cursor = found[0] if found else ""
             rows = list(
                 self.db.query(
-                    "SELECT * FROM events WHERE instance_id = ? AND event_id > ? ORDER BY event_id LIMIT ?",
+                    f"SELECT {EVENT_COLUMNS} FROM events WHERE instance_id = ? AND event_id > ?"
+                    " ORDER BY event_id LIMIT ?",
                     [instance_id, cursor, limit],
                 )
             )

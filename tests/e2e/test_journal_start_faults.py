@@ -362,7 +362,9 @@ BAD_EVENT_DATA: dict[str, str | bytes] = {
     "a control character": '{"status": "\x01"}',
     "a blob of NUL bytes": b"\x00\x00\xff\x00",
     "not an object": "[1, 2]",
+    "text that is not UTF-8": b'{"status": "\xff\xfe"}',  # stored as TEXT: SQLite does not check
 }
+AS_TEXT = {"text that is not UTF-8"}
 
 
 @pytest.mark.parametrize("bad", list(BAD_EVENT_DATA))
@@ -376,7 +378,10 @@ async def test_serve_on_a_journal_with_an_event_row_that_does_not_decode_deliver
         (cursor,) = conn.execute("SELECT last_event_id FROM cursors").fetchone()
         sql = "SELECT event_id FROM events WHERE event_id > ? ORDER BY event_id"
         undelivered = [r[0] for r in conn.execute(sql, [cursor])]
-        conn.execute("UPDATE events SET data = ? WHERE event_id = ?", [BAD_EVENT_DATA[bad], undelivered[0]])
+        value = "CAST(? AS TEXT)" if bad in AS_TEXT else "?"
+        conn.execute(
+            f"UPDATE events SET data = {value} WHERE event_id = ?", [BAD_EVENT_DATA[bad], undelivered[0]]
+        )
     conn.close()
     assert len(undelivered) >= 2, undelivered
     async with serve(config) as run:
@@ -389,6 +394,7 @@ async def test_serve_on_a_journal_with_an_event_row_that_does_not_decode_deliver
             ]
         code = await run.stop()
     with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True) as conn:
+        conn.text_factory = bytes if bad in AS_TEXT else str
         kept = conn.execute("SELECT data FROM events WHERE event_id = ?", [undelivered[0]]).fetchone()[0]
     conn.close()
 
