@@ -9,7 +9,7 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -26,6 +26,8 @@ from emceepee_cli.store.records import PendingRow, TaskRow
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "servers"
 HOSTILE = ROOT / "tests" / "backends" / "hostile.py"
+
+POLL_S = 0.02  # how often `until` looks at what another process does
 
 
 def example_table(name: str, script: str, **extra: Any) -> str:
@@ -203,9 +205,14 @@ class Gate:
 
     async def held(self) -> None:
         """Until the backend holds the `gated` call (the caller bounds the wait)."""
-        held = self.path.with_name(self.path.name + ".held")
-        while not held.exists():  # noqa: ASYNC110 - the backend, another process, writes it
-            await anyio.sleep(0.02)
+        await until(self.path.with_name(self.path.name + ".held").exists)
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait (the caller bounds it) for what another process makes true: a file it writes, a
+    process it ends. Nothing in this process can wake us when it happens, so it is looked at."""
+    while not condition():  # noqa: ASYNC110 - another process makes it true: no Event can tell us
+        await anyio.sleep(POLL_S)
 
 
 async def still_answering(client: Client) -> None:

@@ -223,6 +223,7 @@ def progress(token: Any, done: int, total: int | None = None, message: str | Non
 
 
 def until_exists(path: str) -> None:
+    """Hold the call until the test opens its gate (a file): the test's to decide, never a timer."""
     while not os.path.exists(path):
         time.sleep(0.02)
 
@@ -246,8 +247,7 @@ def call_tool(request_id: Any, name: str, args: dict[str, Any], token: Any = Non
         time.sleep(float(args.get("seconds", 1)))
         result(request_id, text("done"))
     elif name == "hold":
-        while not os.path.exists(str(args.get("gate"))):
-            time.sleep(0.02)
+        until_exists(str(args.get("gate")))
         result(request_id, text("released"))
     elif name == "malformed":
         result(request_id, {"content": "not a list"})

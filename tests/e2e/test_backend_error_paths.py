@@ -19,6 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.support import (
+    Gate,
     hostile_table,
     next_event,
     payload,
@@ -62,23 +63,16 @@ async def server_row(client: Client, name: str = "h") -> dict[str, Any]:
     return next(row for row in rows if row["name"] == name)
 
 
-class Gated:
-    """A call held in flight on a gate file; `open()` lets the backend answer it."""
+class Gated(Gate):
+    """A call of the test's client held in flight on a gate (tests/support.Gate), and its result."""
 
     def __init__(self, client: Client, gate: Path) -> None:
-        self.client, self.gate = client, gate
+        super().__init__(gate)
+        self.client = client
         self.result: Any = None
 
     async def run(self) -> None:
-        self.result = await execute(self.client, "gated", args={"file": str(self.gate), "text": "opened"})
-
-    def open(self) -> None:
-        self.gate.touch()
-
-    async def held(self) -> None:
-        """Until the backend holds the call (the caller bounds the wait)."""
-        while not self.gate.with_name(self.gate.name + ".held").exists():  # noqa: ASYNC110 - the backend writes it
-            await anyio.sleep(0.02)
+        self.result = await execute(self.client, "gated", args=self.args())
 
 
 @pytest.mark.parametrize("fast", LANES)

@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from tests.support import Gate, alive, example_table, hostile_table, serve_command, write_config
+from tests.support import Gate, alive, example_table, hostile_table, serve_command, until, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -114,8 +114,7 @@ async def serving_raw(config: Path, fast: bool = True) -> AsyncIterator[Host]:
 
 async def logged(log: Path, line: str, times: int) -> None:
     """Until the backend has written `line` to its log `times` times (the caller bounds the wait)."""
-    while (log.read_text() if log.exists() else "").count(line) < times:  # noqa: ASYNC110 - another process writes it
-        await anyio.sleep(0.02)
+    await until(lambda: (log.read_text() if log.exists() else "").count(line) >= times)
 
 
 def lane_of(result: dict[str, Any]) -> str:

@@ -184,6 +184,43 @@ async def call(run: Run, name: str, arguments: dict[str, Any]) -> tuple[dict[str
     return result, flags[0]
 
 
+@dataclass
+class Opening:
+    """What a host's first steps got from a serve whose journal is at fault, and each flag."""
+
+    init: dict[str, Any]
+    listed: dict[str, Any]
+    servers: dict[str, Any]
+    echoed: dict[str, Any]
+    flags: list[dict[str, Any]]
+
+
+async def open_as_a_host(run: Run, server: str) -> Opening:
+    """As a host begins: initialize, list emceepee's tools, list servers, list `server`'s tools
+    until it is up, call its echo; each reply must carry the journal_error block (`call`)."""
+    init = await run.host.send(
+        "initialize",
+        {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "test-host", "version": "0"},
+        },
+    )
+    await run.host.send("notifications/initialized", notify=True)
+    listed = await run.host.send("tools/list")
+    servers, flag = await call(run, "list_servers", {})
+    flags = [flag]
+    while True:  # the backend starts in the background: list until its tools are there
+        tools, flag = await call(run, "list_tools", {"server": server})
+        flags.append(flag)
+        [group] = tools["structuredContent"]["servers"]
+        assert group["status"] != "failed", (group, run.log)
+        if "tools" in group:
+            break
+    echoed, flag = await call(run, "execute_tool", {"server": server, "tool": "echo", "args": {"text": "hi"}})
+    return Opening(init, listed, servers, echoed, [*flags, flag])
+
+
 def backend_text(result: dict[str, Any]) -> str:
     return str(result["content"][0]["text"])
 
@@ -262,33 +299,11 @@ async def test_serve_on_a_journal_it_cannot_use_answers_from_memory_and_every_re
     gate = Gate(tmp_path / "gate")
     before = snapshot(db)
     command = [*AS_OWNER_PREFIX, *serve_command(config)] if fault.as_owner else None
-    flags: list[dict[str, Any]] = []
     with held(db, fault):
         async with serve(config, command=command) as run:
             with anyio.fail_after(90):
-                init = await run.host.send(
-                    "initialize",
-                    {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "test-host", "version": "0"},
-                    },
-                )
-                await run.host.send("notifications/initialized", notify=True)
-                listed = await run.host.send("tools/list")
-                servers, flag = await call(run, "list_servers", {})
-                flags.append(flag)
-                while True:  # the backend starts in the background: list until its tools are there
-                    tools, flag = await call(run, "list_tools", {"server": "h"})
-                    flags.append(flag)
-                    [group] = tools["structuredContent"]["servers"]
-                    assert group["status"] != "failed", group
-                    if "tools" in group:
-                        break
-                echoed, flag = await call(
-                    run, "execute_tool", {"server": "h", "tool": "echo", "args": {"text": "hi"}}
-                )
-                flags.append(flag)
+                opening = await open_as_a_host(run, "h")
+                flags = opening.flags
                 gated = {"server": "h", "tool": "gated", "args": gate.args("done"), "timeout_ms": 10}
                 promoted, flag = await call(run, "execute_tool", gated)
                 flags.append(flag)
@@ -301,13 +316,13 @@ async def test_serve_on_a_journal_it_cannot_use_answers_from_memory_and_every_re
             code = await run.stop()
     after = snapshot(db)
 
-    assert init["serverInfo"]["name"] == "emceepee"
-    assert "list_servers" in {tool["name"] for tool in listed["tools"]}
-    assert [s["name"] for s in servers["structuredContent"]["servers"]] == ["h"]
-    assert backend_text(echoed) == "hi"
+    assert opening.init["serverInfo"]["name"] == "emceepee"
+    assert "list_servers" in {tool["name"] for tool in opening.listed["tools"]}
+    assert [s["name"] for s in opening.servers["structuredContent"]["servers"]] == ["h"]
+    assert backend_text(opening.echoed) == "hi"
     assert backend_text(result) == "done"
     assert [t["task_id"] for t in tasks["structuredContent"]["tasks"]] == [task_id]
-    assert servers["structuredContent"]["journal_error"] == flags[0]  # ours carry it structured too
+    assert opening.servers["structuredContent"]["journal_error"] == flags[0]  # ours carry it structured too
     for flag in flags:
         assert flag == flags[0]
     flag = flags[0]

@@ -15,7 +15,7 @@ import os
 import signal
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
@@ -24,7 +24,7 @@ import pytest
 
 from emceepee_cli.core import procs
 from tests.e2e.test_backend_processes import STOP_BOUND_S, Serve, gone, kill_all, serve
-from tests.support import hostile_table, run_cli, write_config
+from tests.support import hostile_table, run_cli, until, write_config
 
 pytestmark = [
     pytest.mark.anyio,
@@ -47,14 +47,6 @@ def spawned_rows(home: Path) -> list[tuple[str, int, int]]:
 async def until_journaled(home: Path, proc: procs.Proc) -> None:
     """Wait (the caller bounds it) until serve has journaled `proc` as something it must stop."""
     await until(lambda: (proc.pid, proc.start) in {(pid, start) for _, pid, start in spawned_rows(home)})
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Wait (the caller bounds it) for a condition another process makes true: poll it."""
-    while True:
-        if condition():
-            return
-        await anyio.sleep(0.05)  # serve and its backends are other processes: they cannot wake us
 
 
 async def until_written(path: Path) -> int:

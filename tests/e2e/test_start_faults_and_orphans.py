@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -30,13 +29,12 @@ from emceepee_cli.core.calls import HEARTBEAT_ENV
 from emceepee_cli.core.spool import BUDGET_ENV
 from tests.e2e import test_backend_processes as processes
 from tests.e2e import test_journal_faults as journal_faults
-from tests.e2e.test_journal_start_faults import call
+from tests.e2e.test_journal_start_faults import open_as_a_host
 from tests.e2e.test_orphans import (
     EXIT_BOUND_S,
     cleaned_up,
     closed_and_timed,
     spawned_rows,
-    until,
     until_journaled,
     until_written,
 )
@@ -48,6 +46,7 @@ from tests.support import (
     hostile_table,
     run_cli,
     serve_command,
+    until,
     write_config,
 )
 
@@ -65,42 +64,20 @@ async def test_a_fresh_install_whose_data_folder_is_read_only_serves_from_memory
     data.chmod(0o500)  # exists, empty, and this user cannot write it: no logs/, key, spool or journal yet
     config = write_config(tmp_path / "config.toml", example_table("echo", "echo.py"))
     env = {**os.environ, BUDGET_ENV: "0"}  # every backend result would go to a spool file in there
-    flags: list[dict[str, Any]] = []
     try:
         async with journal_faults.serve(config, env, [*AS_OWNER_PREFIX, *serve_command(config)]) as run:
             with anyio.fail_after(60):
-                init = await run.host.send(
-                    "initialize",
-                    {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "test-host", "version": "0"},
-                    },
-                )
-                await run.host.send("notifications/initialized", notify=True)
-                listed = await run.host.send("tools/list")
-                servers, flag = await call(run, "list_servers", {})
-                flags.append(flag)
-                while True:  # the backend starts in the background: list until its tools are there
-                    tools, flag = await call(run, "list_tools", {"server": "echo"})
-                    flags.append(flag)
-                    [group] = tools["structuredContent"]["servers"]
-                    assert group["status"] != "failed", (group, run.log)
-                    if "tools" in group:
-                        break
-                echoed, flag = await call(
-                    run, "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "hi"}}
-                )
-                flags.append(flag)
+                opening = await open_as_a_host(run, "echo")
             code = await run.stop()
         left = sorted(p.name for p in data.iterdir())
     finally:
         data.chmod(0o700)
 
-    assert init["serverInfo"]["name"] == "emceepee"
-    assert "list_servers" in {tool["name"] for tool in listed["tools"]}
-    assert [s["name"] for s in servers["structuredContent"]["servers"]] == ["echo"]
-    assert echoed["content"][0]["text"] == "hi" and not echoed.get("isError"), echoed
+    flags = opening.flags
+    assert opening.init["serverInfo"]["name"] == "emceepee"
+    assert "list_servers" in {tool["name"] for tool in opening.listed["tools"]}
+    assert [s["name"] for s in opening.servers["structuredContent"]["servers"]] == ["echo"]
+    assert opening.echoed["content"][0]["text"] == "hi" and not opening.echoed.get("isError"), opening.echoed
     for flag in flags:  # every reply names the folder and the command that fixes it
         assert flag == flags[0]
         assert f"its folder {data} is not writable" in flag["message"], flag
