@@ -198,7 +198,7 @@ def _budget_bytes() -> int:
     value = os.environ.get(BUDGET_ENV, "")
     try:
         return max(0, int(float(value) * 1024 * 1024)) if value else BUDGET_BYTES
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number, NaN, or infinite
         log.warning("%s=%r is not a number of MiB; the budget is %d bytes", BUDGET_ENV, value, BUDGET_BYTES)
         return BUDGET_BYTES
 
