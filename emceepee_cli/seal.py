@@ -2,7 +2,7 @@
 
 A sealed token is `prefix + body.mac`: the claims as JSON (base64url), signed with HMAC-SHA256
 under the install key, a 0600 file in the data folder made on first use. Saga tokens
-(core/sagas.py) and emceepee's own resume tokens (core/resume.py) are both sealed here; a claim
+(questions/sagas.py) and emceepee's own resume tokens (calls/resume.py) are both sealed here; a claim
 `p` keeps the kinds apart. Standard library only, so the CLI can show a task's resume token
 without loading the MCP SDK.
 """

@@ -42,3 +42,19 @@ def test_no_module_of_the_package_imports_itself_back() -> None:
     except CycleError as exc:
         raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
     assert "emceepee_cli.cli.main" in order
+
+
+def _room(module: str) -> str:
+    """A module's room: the folder right under the package (`emceepee_cli.calls.tasks` → `calls`),
+    or the module itself when it stands at the top (`emceepee_cli.events`)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_folder_imports_back_a_folder_that_imports_it() -> None:
+    rooms: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        rooms.setdefault(_room(module), set()).update(_room(t) for t in targets if _room(t) != _room(module))
+    try:
+        list(TopologicalSorter(rooms).static_order())
+    except CycleError as exc:
+        raise AssertionError(f"folders import each other: {' -> '.join(exc.args[1])}") from None

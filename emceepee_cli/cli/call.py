@@ -1,6 +1,6 @@
 """`emceepee tools` and `emceepee call`: reach backends from a terminal, without a host or a serve.
 
-The backends are started for the command (`core/adhoc.py`) the way serve starts them, and
+The backends are started for the command (`calls/oneshot.py`) the way serve starts them, and
 stopped when it ends. `call` shows the backend's progress on stderr, prints the result (text as
 it is, structured content as JSON, images and other binary blocks saved to files), and asks a
 backend's question at the terminal; with no terminal, a form is declined.
@@ -72,8 +72,8 @@ def tools(
     import anyio
 
     from emceepee_cli import config as config_mod
-    from emceepee_cli import paths
-    from emceepee_cli.core import adhoc, patterns
+    from emceepee_cli import paths, patterns
+    from emceepee_cli.calls import oneshot
 
     if pattern:
         patterns.compile_pattern(pattern)  # a bad pattern is refused before anything starts
@@ -81,8 +81,8 @@ def tools(
     specs = _specs(loaded, server)
 
     async def listing() -> dict[str, Any]:
-        async with adhoc.started(specs, wait_s=wait) as backends:
-            return adhoc.tool_listing(backends.values(), pattern)
+        async with oneshot.started(specs, wait_s=wait) as backends:
+            return oneshot.tool_listing(backends.values(), pattern)
 
     out = anyio.run(listing)
     if json:
@@ -141,8 +141,8 @@ def call(
 
     from emceepee_cli import config as config_mod
     from emceepee_cli import paths
+    from emceepee_cli.calls import oneshot
     from emceepee_cli.cli import asking
-    from emceepee_cli.core import adhoc
     from emceepee_cli.errors import BackendUnavailable
 
     loaded = config_mod.load_config(paths.config_path(config))
@@ -150,7 +150,7 @@ def call(
     given = asking.parse_args(args)
 
     async def run() -> types.CallToolResult:
-        async with adhoc.started(specs, ask=asking.ask, wait_s=wait) as backends:
+        async with oneshot.started(specs, ask=asking.ask, wait_s=wait) as backends:
             backend = backends[server]
             try:
                 backend.require_session()
@@ -159,12 +159,12 @@ def call(
                     f"See how it is started: emceepee servers show {server} (emceepee doctor checks it too)."
                 )
                 raise BackendUnavailable(exc.message, hint=hint) from None
-            adhoc.check_allowed(backend, tool)
+            oneshot.check_allowed(backend, tool)
             spec = await backend.tool(tool)
             arguments = given | asking.pairs_for(spec.input_schema, pairs or [])
-            adhoc.check_args(server, spec, arguments)
+            oneshot.check_args(server, spec, arguments)
             try:
-                return await adhoc.call(backend, tool, arguments, asking.ask, asking.progress)
+                return await oneshot.call(backend, tool, arguments, asking.ask, asking.progress)
             finally:
                 render.clear_status()
 

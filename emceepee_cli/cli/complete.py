@@ -83,9 +83,9 @@ def _statuses(ctx: Context) -> list[tuple[str, str]]:
 
 
 def _hosts(ctx: Context) -> list[tuple[str, str]]:
-    from emceepee_cli.core import hosts
+    from emceepee_cli.hosts import catalog
 
-    return [(h.key, h.title) for h in hosts.HOSTS.values()]
+    return [(h.key, h.title) for h in catalog.HOSTS.values()]
 
 
 SERVERS, TASKS, QUESTIONS, STATUSES, HOSTS = map(_guarded, (_servers, _tasks, _questions, _statuses, _hosts))

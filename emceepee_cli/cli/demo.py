@@ -59,7 +59,7 @@ def demo_config(examples: Path) -> str:
 
 
 def serve_command() -> tuple[str, list[str]]:
-    from emceepee_cli.core.hosts import serve_command as this_emceepee
+    from emceepee_cli.hosts.catalog import serve_command as this_emceepee
 
     command = this_emceepee()
     return command[0], command[1:]

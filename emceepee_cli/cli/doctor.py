@@ -10,7 +10,7 @@ from emceepee_cli.cli import render
 from emceepee_cli.cli.options import ConfigOpt, DbOpt, JsonOpt
 
 if TYPE_CHECKING:
-    from emceepee_cli.core.doctor import Check
+    from emceepee_cli.hosts.doctor import Check
 
 MARKS = {"ok": "ok  ", "fail": "FAIL", "note": "note"}
 STYLES = {"ok": "green", "fail": "bold red", "note": None}
@@ -33,7 +33,7 @@ def doctor(
     import anyio
 
     from emceepee_cli import paths
-    from emceepee_cli.core import doctor as checks_mod
+    from emceepee_cli.hosts import doctor as checks_mod
 
     host_checks, host_env = checks_mod.host_checks()
     config_checks, loaded = checks_mod.config_checks(paths.config_path(config), host_env)

@@ -109,12 +109,12 @@ def add(fields: Fields, *, resolve: bool, replace: bool, config: Path | None) ->
 
 def _resolved(spec: ServerSpec, resolve: bool, warnings: list[str]) -> ServerSpec:
     """The spec with a bare command that only this shell finds replaced by its full path."""
-    from emceepee_cli.core import hosts
+    from emceepee_cli.hosts import catalog
 
     assert spec.command is not None
     if "${" in spec.command:
         return spec
-    found = hosts.resolve(spec.command)
+    found = catalog.resolve(spec.command)
     if not found.bare:
         if not found.in_shell:
             warnings.append(
@@ -183,7 +183,7 @@ def switch(name: str, on: bool, config: Path | None) -> tuple[Path, bool, list[s
 
 
 def masked(table: dict[str, Any]) -> dict[str, str]:
-    from emceepee_cli.core.importing import looks_secret
+    from emceepee_cli.hosts.importing import looks_secret
 
     return {
         str(k): f"<hidden: {len(str(v))} characters>" if looks_secret(str(k), str(v)) else str(v)
@@ -193,7 +193,7 @@ def masked(table: dict[str, Any]) -> dict[str, str]:
 
 def details(row: dict[str, Any], table: dict[str, Any], path: Path) -> dict[str, Any]:
     from emceepee_cli import paths
-    from emceepee_cli.core import hosts
+    from emceepee_cli.hosts import catalog
 
     out: dict[str, Any] = {
         "name": row["name"],
@@ -203,7 +203,7 @@ def details(row: dict[str, Any], table: dict[str, Any], path: Path) -> dict[str,
     }
     if row["transport"] == "stdio":
         command = str(table.get("command") or "")
-        found = hosts.resolve(command)
+        found = catalog.resolve(command)
         out["command"] = command
         out["args"] = [str(a) for a in table.get("args") or []]
         out["found_for_host"] = found.for_host

@@ -134,7 +134,7 @@ def ask_field(f: Field) -> Any:
         except ValueError as exc:
             render.warn(f"  {exc}")
             continue
-        from emceepee_cli.core import schema  # jsonschema and regex: only once a form is asked
+        from emceepee_cli import schema  # jsonschema and regex: only once a form is asked
 
         if not (wrong := schema.problems(value, f.prop, root=f.name)):
             return value

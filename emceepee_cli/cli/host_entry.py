@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from emceepee_cli.core.hostfile import HostFile
-    from emceepee_cli.core.hosts import Host
+    from emceepee_cli.hosts.catalog import Host
+    from emceepee_cli.hosts.config_file import HostFile
 
 _PAIR = re.compile(r'("(?P<key>[^"\\]*)"\s*:\s*)"(?P<value>(?:\\.|[^"\\])*)"')
 
 
 def masked_diff(diff: str) -> str:
     """A diff with every `"KEY": "value"` whose value looks like a secret shown as `<hidden>`."""
-    from emceepee_cli.core.importing import looks_secret
+    from emceepee_cli.hosts.importing import looks_secret
 
     def one(match: re.Match[str]) -> str:
         if looks_secret(match.group("key"), match.group("value")):
@@ -29,16 +29,16 @@ def masked_diff(diff: str) -> str:
 
 def host_target(host_name: str, file: Path | None) -> tuple[Host, Path]:
     """The host named `host_name` and its config file (`file`, else where the host keeps it)."""
-    from emceepee_cli.core import hosts
+    from emceepee_cli.hosts import catalog
 
-    host = hosts.find(host_name)
+    host = catalog.find(host_name)
     return host, (file.expanduser() if file else host.path())
 
 
 def _serve_command(config: Path | None) -> list[str]:
-    from emceepee_cli.core import hosts
+    from emceepee_cli.hosts import catalog
 
-    command = hosts.serve_command()
+    command = catalog.serve_command()
     return [*command, "--config", str(config.expanduser().absolute())] if config else command
 
 

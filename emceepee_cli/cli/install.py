@@ -19,7 +19,7 @@ from emceepee_cli.cli.host_entry import emceepee_entry, host_target, masked_diff
 from emceepee_cli.cli.options import ConfigOpt, JsonOpt
 
 if TYPE_CHECKING:
-    from emceepee_cli.core.hosts import Host
+    from emceepee_cli.hosts.catalog import Host
 
 HostArg = Annotated[
     str,
@@ -67,10 +67,10 @@ def install(
     needs no PATH. Other keys of the file, and of an existing entry (its "env" above all), are
     kept; the file is backed up first; running it again changes nothing.
     """
-    from emceepee_cli.core import hostfile
+    from emceepee_cli.hosts import config_file
 
     chosen, path = host_target(host, file)
-    doc = hostfile.read(path)
+    doc = config_file.read(path)
     kept_env: list[str] = []
     if uninstall:
         entry = None
@@ -82,7 +82,7 @@ def install(
     else:
         entry, action = emceepee_entry(chosen, doc, name, config)
     diff = masked_diff(doc.diff()) if action not in ("unchanged", "absent") else ""
-    backup = hostfile.write(doc) if diff and not dry_run else None
+    backup = config_file.write(doc) if diff and not dry_run else None
     if json:
         out: dict[str, Any] = {"host": chosen.key, "file": str(path), "action": action, "dry_run": dry_run}
         out |= {"backup": str(backup) if backup else None, "diff": diff}

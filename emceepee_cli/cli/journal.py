@@ -55,7 +55,7 @@ def _count(count: int | dict[str, int]) -> str:
 def paths(config: ConfigOpt = None, db: DbOpt = None, json: JsonOpt = False) -> None:
     """Where emceepee keeps its config, journal, logs and key."""
     from emceepee_cli import paths as paths_mod
-    from emceepee_cli.core.hosts import HOSTS
+    from emceepee_cli.hosts.catalog import HOSTS
     from emceepee_cli.seal import KEY_FILE
 
     found = {

@@ -1,4 +1,4 @@
-"""What `emceepee import HOST` does, and how it says so (the plan itself is `core/importing.py`)."""
+"""What `emceepee import HOST` does, and how it says so (the plan itself is `hosts/importing.py`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from emceepee_cli.cli import render
 
 if TYPE_CHECKING:
     from emceepee_cli.config import ServerSpec
-    from emceepee_cli.core.hosts import Host
+    from emceepee_cli.hosts.catalog import Host
 
 
 def _same(spec: ServerSpec | None, entry: Any, host: Host) -> bool:
@@ -30,11 +30,11 @@ def run(
     from emceepee_cli import paths
     from emceepee_cli.cli.host_entry import emceepee_entry, host_target, masked_diff
     from emceepee_cli.cli.server_rows import raw_servers, server_row
-    from emceepee_cli.core import hostfile, importing
     from emceepee_cli.errors import NotFound, UsageError
+    from emceepee_cli.hosts import config_file, importing
 
     host, path = host_target(host_name, file)
-    doc = hostfile.read(path)
+    doc = config_file.read(path)
     if not doc.exists:
         raise NotFound(
             f"{host.title}'s config {path} does not exist: there is nothing to import.",
@@ -70,7 +70,7 @@ def run(
             removed = [n for n in gone if servers.pop(n, None) is not None]
     changed = doc.changed()
     diff = masked_diff(doc.diff()) if changed else ""
-    backup = hostfile.write(doc) if changed and not dry_run else None
+    backup = config_file.write(doc) if changed and not dry_run else None
     servers_now = doc.servers(host.servers_key)
     return {
         "host": host.key,
@@ -93,7 +93,7 @@ def run(
 
 def say(result: dict[str, Any]) -> None:
     from emceepee_cli.cli.server_rows import target
-    from emceepee_cli.core.hosts import find
+    from emceepee_cli.hosts.catalog import find
 
     would = "Would copy" if result["dry_run"] else "Copied"
     host_file, title = result["host_file"], find(result["host"]).title

@@ -1,14 +1,14 @@
 """`emceepee pending` and `emceepee answer`: a person answers a backend's question from a terminal.
 
 A question (an elicitation or a sampling request) is a `pending` row in the journal. `answer`
-shows it, checks that someone can still deliver an answer (`core.answers.who_delivers`), builds
+shows it, checks that someone can still deliver an answer (`questions.answers.who_delivers`), builds
 the answer (from a flag, or by asking at the terminal: `form.py`) and records it with
-`core.answers.answer_question`, as every other answerer does — the first writer wins. The `serve`
+`questions.answers.answer_question`, as every other answerer does — the first writer wins. The `serve`
 process that asked notices within a moment and passes the answer to the backend. When that process
 is gone nobody can, so nothing is written; the one exception is a resumable 2026-07-28 call, which
 the next `serve` adopts and re-drives.
 
-The journal and the core are imported when a command runs, not when the CLI starts.
+The journal and the serve parts are imported when a command runs, not when the CLI starts.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def answer(
     the answer itself is then given with an option. An approval is accepted only by answering y
     at a terminal (stdin and stdout); --decline or --cancel work anywhere.
     """
-    from emceepee_cli.core.answers import answer_question, who_delivers
+    from emceepee_cli.questions.answers import answer_question, who_delivers
     from emceepee_cli.store.journal import Journal
     from emceepee_cli.store.records import question_json
 
@@ -302,7 +302,7 @@ def build_reply(row: PendingRow, given: Given) -> dict[str, Any]:
     try:
         if kind == "sampling":
             text = given.text if given.text is not None else ask_text()
-            from emceepee_cli.core.answers import sampling_answer
+            from emceepee_cli.questions.answers import sampling_answer
 
             return sampling_answer(text, given.model or "human", None)
         if given.content is not None:

@@ -1,6 +1,6 @@
 """`emceepee tasks …`: the journal's tasks, from any terminal, whether or not `serve` runs.
 
-The journal and the core are imported when a command runs, not when the CLI starts.
+The journal and the serve parts are imported when a command runs, not when the CLI starts.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ STATUSES = ("working", "completed", "failed", "cancelled", "expired", "interrupt
 
 def open_journal(db: Path | None) -> Journal:
     """The journal, with what dead `serve` processes left settled first (best effort)."""
-    from emceepee_cli.core import leftovers
+    from emceepee_cli.backends import leftovers
     from emceepee_cli.store.journal import Journal
 
     journal = Journal(db)
@@ -132,8 +132,8 @@ def show(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
         return
     render.fields([*describe(row), ("resume token", token)] if token else describe(row))
     if row["status"] == "completed" and row["result"]:
+        from emceepee_cli.calls.call import outcome
         from emceepee_cli.cli.results import show_result
-        from emceepee_cli.core.calls import outcome
 
         render.line("result:")
         found = outcome(row)
@@ -212,8 +212,8 @@ def result(
     json: JsonOpt = False,
 ) -> None:
     """Print a finished task's result (as the backend sent it; images and files saved to --out)."""
+    from emceepee_cli.calls.call import outcome
     from emceepee_cli.cli.results import show_result
-    from emceepee_cli.core.calls import outcome
 
     row = find(open_journal(db), task_id)
     found = outcome(row)

@@ -35,7 +35,7 @@ from emceepee_cli.errors import ConfigError
 
 TOP_LEVEL = ("defaults", "servers")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
-RESERVED_NAME = "emceepee"  # the `server` of emceepee's own questions (core/server_changes.py)
+RESERVED_NAME = "emceepee"  # the `server` of emceepee's own questions (session/server_changes.py)
 
 # Always fullmatch: `$` in a match() would let "abc\n" through, and a name becomes a file name.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")

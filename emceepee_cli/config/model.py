@@ -48,7 +48,7 @@ class ServerSpec:
     sampling: Policy | None = None
     pass_env: tuple[str, ...] = ()  # more of emceepee's variables for a stdio backend (NAME or PREFIX*)
     # How results that drive the workflow are followed (None: the [defaults] value), and which
-    # tools may run at all, or only once approved (see core/policy.py).
+    # tools may run at all, or only once approved (see calls/policy.py).
     follow_next_tool: bool | None = None
     max_chain_depth: int | None = None
     auto_resume: bool | None = None
@@ -95,7 +95,7 @@ class Defaults:
     pending_timeout_ms: int = 600_000  # a pending elicitation/sampling request expires after this
     elicitation: Policy = "auto"
     sampling: Policy = "auto"
-    pass_env: tuple[str, ...] = ()  # passed to every stdio backend, beyond core/environment.py's list
+    pass_env: tuple[str, ...] = ()  # passed to every stdio backend, beyond backends/environment.py's list
     follow_next_tool: bool = True  # call the tool a result suggests (_meta.nextTool) on the same server
     max_chain_depth: int = 5  # calls in one chain, the first included
     auto_resume: bool = False  # re-issue a call whose result carries nextResumeToken until it has none

@@ -32,11 +32,10 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from emceepee_cli import __version__, paths
+from emceepee_cli import __version__, paths, processes, schema
+from emceepee_cli.calls import spool
+from emceepee_cli.calls.call import Passed, Relay
 from emceepee_cli.config import Config, ConfigProblem, Defaults, load_config
-from emceepee_cli.core import procs, schema, spool, wiring
-from emceepee_cli.core.calls import Passed, Relay
-from emceepee_cli.core.wiring import Services
 from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import new_id
 from emceepee_cli.redact import RedactingFormatter
@@ -46,6 +45,8 @@ from emceepee_cli.server.fastlane import FastLane
 from emceepee_cli.server.meta_tools import TOOLS, Call, MetaTool
 from emceepee_cli.server.resume_wire import resume_tokens
 from emceepee_cli.server.stdio import host_streams
+from emceepee_cli.session import wiring
+from emceepee_cli.session.wiring import Services
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.faults import serving_from_memory
 from emceepee_cli.store.journal import Journal
@@ -55,7 +56,7 @@ log = logging.getLogger("emceepee")
 T = TypeVar("T")
 
 SHUTDOWN_GRACE_S = 10.0  # backends stop in ≤ ~6 s each, concurrently
-SWEEP_BOUND_S = 3.0  # then what they started and left (core/descendants.py): ≤ ~1.5 s
+SWEEP_BOUND_S = 3.0  # then what they started and left (backends/descendants.py): ≤ ~1.5 s
 
 INSTRUCTIONS = (
     "emceepee connects you to all of the user's MCP servers through a fixed set of tools. "
@@ -355,7 +356,8 @@ def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = N
     # What is loaded by now (the SDK, emceepee, the config) lives as long as serve: frozen, the
     # collector no longer walks it on every collection, which calls in flight trigger often.
     gc.freeze()
-    procs.become_subreaper()  # what a backend starts and orphans stays below serve (core/descendants.py)
+    # What a backend starts and orphans stays below serve (backends/descendants.py).
+    processes.become_subreaper()
     anyio.run(_serve, config, log_dir, db_path)
 
 

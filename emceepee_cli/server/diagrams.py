@@ -9,8 +9,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from emceepee_cli.core.calls import CALL_TRANSITIONS, CallState
-from emceepee_cli.core.chain import STOPS
+from emceepee_cli.calls.call import CALL_TRANSITIONS, CallState
+from emceepee_cli.calls.chain import STOPS
 from emceepee_cli.store.records import (
     ELICITATION_TRANSITIONS,
     SAMPLING_TRANSITIONS,

@@ -10,7 +10,7 @@ always got.
 A taken line runs through the very code the slow path runs (`app.dispatch`: the meta-tool's
 checks, `execute_tool`, its chain, policy, approvals, promotion, questions, progress,
 cancellation, TTL and journaling); the call is only marked `fast`, so its backend may be called
-raw (core/fastcall.py). What comes back is written as the SDK server would write it: the
+raw (calls/raw_step.py). What comes back is written as the SDK server would write it: the
 backend's result bytes with the host's id when they came raw (or were read back from the
 journal, a task's), the envelope's text blocks put in at the end of their content, else the same
 result (with its envelope blocks) serialized as the SDK does. A host's
@@ -34,15 +34,15 @@ import pydantic_core
 from mcp_types import methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from emceepee_cli.core import spool
-from emceepee_cli.core.calls import Passed, Relay
-from emceepee_cli.core.fastwire import loads
-from emceepee_cli.core.wiring import Services
+from emceepee_cli.backends.raw_pipe import loads
+from emceepee_cli.calls import spool
+from emceepee_cli.calls.call import Passed, Relay
 from emceepee_cli.server import host_input
 from emceepee_cli.server.envelope import as_json, envelope_blocks, with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call
 from emceepee_cli.server.resume_wire import with_next_token
 from emceepee_cli.server.stdio import HostWire, RequestId
+from emceepee_cli.session.wiring import Services
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ def _inserted(chunks: Iterable[bytes], at: int, added: bytes) -> Iterator[bytes 
         offset += len(piece)
 
 
-CONTENT_END = b'],"isError":'  # after a plain result's content (core/fastcall.canonical's order)
+CONTENT_END = b'],"isError":'  # after a plain result's content (calls/raw_step.canonical's order)
 
 
 def _content_end(chunks: Iterable[bytes]) -> tuple[int, bool] | None:

@@ -3,7 +3,7 @@ checked at the wire before the SDK server settles the request they answer.
 
 An answer that cannot be used — not a valid JSON-RPC response, or holding what nothing here can
 carry (server/host_input.py: a lone surrogate, nesting past `MAX_DEPTH`), whether or not the SDK's
-parser read its line — is handed to the server as `core.host.refused_answer`: the failure of the
+parser read its line — is handed to the server as `questions.host_link.refused_answer`: the failure of the
 request it answers, at once, naming the field. Whoever waits on that request falls back then (a
 forwarded question is parked, roots/list leaves the configured roots) instead of at its timeout.
 Nothing is written back to the host: answering an answer invites a loop. An answer whose id
@@ -19,7 +19,7 @@ from typing import Any
 import mcp_types as types
 import pydantic
 
-from emceepee_cli.core.host import refused_answer
+from emceepee_cli.questions.host_link import refused_answer
 from emceepee_cli.server import host_input
 
 log = logging.getLogger(__name__)

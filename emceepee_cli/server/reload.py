@@ -34,8 +34,8 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from emceepee_cli.config import Config, load_config
 from emceepee_cli.config.reload import Plan, Signature, emptying, signature
-from emceepee_cli.core.wiring import Services
 from emceepee_cli.errors import ConfigError
+from emceepee_cli.session.wiring import Services
 
 log = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ import pydantic
 import pydantic_core
 from mcp.shared.message import SessionMessage
 
-from emceepee_cli.core import spool
+from emceepee_cli.calls import spool
 from emceepee_cli.server import host_answers, host_input
 
 log = logging.getLogger(__name__)

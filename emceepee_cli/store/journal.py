@@ -338,7 +338,7 @@ class Journal(EventLog, Instances, Recovery, Results, Retention, Steps):
             found.update(str(r[key]) for r in self.db.query(sql, [start, end]))
         return sorted(found)
 
-    # ---- processes serve spawned (see core/leftovers.py) --------------------------------
+    # ---- processes serve spawned (see backends/leftovers.py) --------------------------------
 
     @mapped
     def add_spawned(self, instance_id: str, server: str, pid: int, start_time: int) -> None:

@@ -87,7 +87,7 @@ def m002_pending_and_rounds(db: sqlite_utils.Database) -> None:
     )
     db.table("pending").create_index(["status", "instance_id"])
     db.table("pending").create_index(["task_id", "round"])
-    # A 2026-07-28 call suspended on input: its state and round survive a restart (see core/tasks.py).
+    # A 2026-07-28 call suspended on input: its state and round survive a restart (see calls/tasks.py).
     db.table("tasks").add_column("request_state", str)
     db.table("tasks").add_column("round", int)
 

@@ -123,7 +123,7 @@ class TaskRow(TypedDict):
     cancel_requested: int
     request_state: str | None  # a 2026-07-28 call suspended on input: the backend's state
     round: int | None
-    resume_token: NotRequired[str | None]  # the backend's latest nextResumeToken (see core/resume.py)
+    resume_token: NotRequired[str | None]  # the backend's latest nextResumeToken (see calls/resume.py)
     auto_resume: NotRequired[int | None]  # 1: emceepee resumes it itself, also after a restart
 
 

@@ -1,7 +1,7 @@
 """A journal file deleted (or replaced) under a running `serve`: notice it, and re-create it.
 
 SQLite keeps writing to a deleted file through its open descriptor, so nothing fails: the CLI
-sees an empty journal and everything is gone when `serve` exits. The watcher (core/watcher.py)
+sees an empty journal and everything is gone when `serve` exits. The watcher (session/watcher.py)
 calls `recover` on every tick; it compares the file at the path with the one this process opened
 (device and inode), and when they differ it takes this process's own rows — its instance, its
 tasks, its questions — from the connection it still holds, lets that go, opens (or creates) the

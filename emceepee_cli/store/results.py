@@ -1,10 +1,10 @@
 """A task's result kept as the bytes the host gets: written once, read back a piece at a time.
 
-A result taken raw by the fast lane (core/fastcall.py) is already the exact JSON the host is
+A result taken raw by the fast lane (calls/raw_step.py) is already the exact JSON the host is
 sent. When its call was promoted to a task, those bytes are journaled as they are: a BLOB in
 `tasks.result` (every other result there is TEXT, the result's JSON), written through SQLite's
 incremental blob I/O so that neither SQLite nor Python holds a second whole copy. `typeof(result)
-= 'blob'` is what marks it; its JSON reads like any other (`core/calls.outcome` takes bytes).
+= 'blob'` is what marks it; its JSON reads like any other (`calls/call.outcome` takes bytes).
 
 The task's step row then keeps no copy of it (store/steps.py): its result is the task's.
 """
@@ -23,7 +23,7 @@ PIECE_BYTES = 1024 * 1024  # a kept result is read back this much at a time
 
 
 class Body(Protocol):
-    """A result's bytes, read in pieces (core/spool.Held is one)."""
+    """A result's bytes, read in pieces (calls/spool.Held is one)."""
 
     @property
     def size(self) -> int: ...

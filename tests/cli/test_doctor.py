@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from emceepee_cli import paths, seal
-from emceepee_cli.core import hosts
+from emceepee_cli.hosts import catalog
 from tests.cli.clirun import cli
 from tests.support import EXAMPLES, example_table, write_config
 
@@ -58,7 +58,7 @@ def test_doctor_passes_the_good_fails_the_broken_and_the_path_only_with_their_fi
     script = setup / "shell-bin" / "pathonly-mcp"
     fix = f"fix: emceepee servers add pathonly --replace --config {config} -- {script}"
     assert fix in done.out
-    assert len(lines_of(done.out, "note  host")) == len(hosts.HOSTS)  # not installed: notes, not failures
+    assert len(lines_of(done.out, "note  host")) == len(catalog.HOSTS)  # not installed: notes, not failures
     assert "2 check(s) failed." in done.out
 
     fixed = cli(*shlex.split(fix.removeprefix("fix: emceepee ")))
@@ -83,7 +83,7 @@ def test_a_variable_set_only_in_this_shell_fails_until_the_hosts_entry_sets_it(
     )
 
     cli("install", "cursor", "--config", str(config))
-    path = hosts.HOSTS["cursor"].path()
+    path = catalog.HOSTS["cursor"].path()
     doc = json.loads(path.read_text())
     doc["mcpServers"]["emceepee"]["env"] = {"DOC_TOKEN": "s3cret-value-123"}
     path.write_text(json.dumps(doc))

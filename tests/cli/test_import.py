@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from emceepee_cli.config import load_config
-from emceepee_cli.core import hosts
+from emceepee_cli.hosts import catalog
 from tests.cli.clirun import cli, example_line
 
 TOKEN = "ghp_0123456789abcdefghijKLMN"
@@ -27,7 +27,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def remote(host: hosts.Host) -> dict[str, Any]:
+def remote(host: catalog.Host) -> dict[str, Any]:
     entry: dict[str, Any] = {
         host.url_key: "https://api.example.com/mcp",
         "headers": {"Authorization": BEARER},
@@ -35,7 +35,7 @@ def remote(host: hosts.Host) -> dict[str, Any]:
     return {"type": "http", **entry} if host.typed else entry
 
 
-def write_host(host: hosts.Host) -> Path:
+def write_host(host: catalog.Host) -> Path:
     path = host.path()
     path.parent.mkdir(parents=True, exist_ok=True)
     servers = {
@@ -53,11 +53,11 @@ def write_host(host: hosts.Host) -> Path:
     return path
 
 
-@pytest.mark.parametrize("key", list(hosts.HOSTS))
+@pytest.mark.parametrize("key", list(catalog.HOSTS))
 def test_import_copies_servers_and_keeps_secrets_out_of_the_config_and_the_output(
     key: str, emceepee_home: Path
 ) -> None:
-    host = hosts.HOSTS[key]
+    host = catalog.HOSTS[key]
     path = write_host(host)
     cli(*example_line("echo", "echo.py"))
     done = cli("import", key)
@@ -88,7 +88,7 @@ def test_import_copies_servers_and_keeps_secrets_out_of_the_config_and_the_outpu
 
 
 def test_import_twice_copies_nothing_the_second_time(emceepee_home: Path) -> None:
-    write_host(hosts.HOSTS["cursor"])
+    write_host(catalog.HOSTS["cursor"])
     cli("import", "cursor")
     config = (emceepee_home / "config.toml").read_text()
     again = cli("import", "cursor", "--json")
@@ -97,7 +97,7 @@ def test_import_twice_copies_nothing_the_second_time(emceepee_home: Path) -> Non
 
 
 def test_replace_leaves_only_emceepee_and_what_could_not_move_after_a_backup() -> None:
-    host = hosts.HOSTS["claude-desktop"]
+    host = catalog.HOSTS["claude-desktop"]
     path = write_host(host)
     before = path.read_text()
     done = cli("import", "claude", "--replace")
@@ -110,7 +110,7 @@ def test_replace_leaves_only_emceepee_and_what_could_not_move_after_a_backup() -
 
 
 def test_dry_run_changes_neither_file(emceepee_home: Path) -> None:
-    path = write_host(hosts.HOSTS["windsurf"])
+    path = write_host(catalog.HOSTS["windsurf"])
     before = path.read_text()
     done = cli("import", "windsurf", "--replace", "--dry-run")
     assert done.code == 0 and path.read_text() == before
@@ -124,7 +124,7 @@ def test_a_host_without_a_config_has_nothing_to_import() -> None:
 
 
 def test_vs_code_inputs_and_env_references_are_understood(emceepee_home: Path) -> None:
-    host = hosts.HOSTS["vscode"]
+    host = catalog.HOSTS["vscode"]
     path = host.path()
     path.parent.mkdir(parents=True)
     servers = {

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from emceepee_cli.core import hosts
+from emceepee_cli.hosts import catalog
 from tests.cli.clirun import cli
 
 EXE = str(Path(sys.executable).parent / "emceepee")  # the console script of this environment
@@ -26,7 +26,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def servers(host: hosts.Host, path: Path) -> dict[str, dict[str, object]]:
+def servers(host: catalog.Host, path: Path) -> dict[str, dict[str, object]]:
     return dict(json.loads(path.read_text())[host.servers_key])
 
 
@@ -34,9 +34,9 @@ def backups(path: Path) -> list[Path]:
     return sorted(path.parent.glob(path.name + ".*.bak"))
 
 
-@pytest.mark.parametrize("key", list(hosts.HOSTS))
+@pytest.mark.parametrize("key", list(catalog.HOSTS))
 def test_install_creates_the_hosts_file_with_an_entry_that_starts_this_emceepee(key: str, home: Path) -> None:
-    host = hosts.HOSTS[key]
+    host = catalog.HOSTS[key]
     done = cli("install", key)
     path = host.path()
     assert done.code == 0 and path.is_relative_to(home) and path.exists()
@@ -48,9 +48,9 @@ def test_install_creates_the_hosts_file_with_an_entry_that_starts_this_emceepee(
     assert backups(path) == []  # nothing to back up: the file is new
 
 
-@pytest.mark.parametrize("key", list(hosts.HOSTS))
+@pytest.mark.parametrize("key", list(catalog.HOSTS))
 def test_install_keeps_every_other_key_backs_up_and_is_idempotent(key: str) -> None:
-    host = hosts.HOSTS[key]
+    host = catalog.HOSTS[key]
     path = host.path()
     path.parent.mkdir(parents=True, exist_ok=True)
     before: dict[str, Any] = {
@@ -79,7 +79,7 @@ def test_install_keeps_every_other_key_backs_up_and_is_idempotent(key: str) -> N
 
 
 def test_dry_run_shows_the_diff_and_writes_nothing() -> None:
-    path = hosts.HOSTS["cursor"].path()
+    path = catalog.HOSTS["cursor"].path()
     path.parent.mkdir(parents=True)
     path.write_text(
         '{"mcpServers": {"gh": {"command": "x", "env": {"GITHUB_TOKEN": "ghp_0123456789abcdefghij"}}}}'
@@ -92,7 +92,7 @@ def test_dry_run_shows_the_diff_and_writes_nothing() -> None:
 
 
 def test_uninstall_removes_only_emceepees_entry_and_again_changes_nothing() -> None:
-    host = hosts.HOSTS["vscode"]
+    host = catalog.HOSTS["vscode"]
     cli("install", "vscode")
     path = host.path()
     data = json.loads(path.read_text())
@@ -109,11 +109,11 @@ def test_file_points_at_any_file_in_a_hosts_format(tmp_path: Path) -> None:
     done = cli("install", "cursor", "--file", str(target), "--config", str(tmp_path / "c.toml"))
     entry = json.loads(target.read_text())["mcpServers"]["emceepee"]
     assert done.code == 0 and entry["args"] == ["serve", "--config", str(tmp_path / "c.toml")]
-    assert not hosts.HOSTS["cursor"].path().exists()
+    assert not catalog.HOSTS["cursor"].path().exists()
 
 
 def test_a_file_with_comments_is_read_and_the_comments_are_kept_in_the_backup() -> None:
-    path = hosts.HOSTS["vscode"].path()
+    path = catalog.HOSTS["vscode"].path()
     path.parent.mkdir(parents=True)
     path.write_text(
         '{\n  // mine\n  "servers": {"a": {"type": "stdio", "command": "x",},},\n  "url": "http://a//b"\n}\n'
@@ -126,7 +126,7 @@ def test_a_file_with_comments_is_read_and_the_comments_are_kept_in_the_backup() 
 
 
 def test_a_file_that_is_not_json_is_left_alone_with_a_clear_error() -> None:
-    path = hosts.HOSTS["cursor"].path()
+    path = catalog.HOSTS["cursor"].path()
     path.parent.mkdir(parents=True)
     path.write_text("{ not json")
     done = cli("install", "cursor")
@@ -155,7 +155,7 @@ def test_an_unknown_host_is_named_with_the_closest_known_one() -> None:
     ],
 )
 def test_each_hosts_documented_location_per_platform(key: str, platform: str, expected: str) -> None:
-    path = hosts.HOSTS[key].path(platform, Path("H"), {"APPDATA": "A", "XDG_CONFIG_HOME": "X"})
+    path = catalog.HOSTS[key].path(platform, Path("H"), {"APPDATA": "A", "XDG_CONFIG_HOME": "X"})
     assert path == Path(expected)
 
 

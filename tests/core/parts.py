@@ -12,13 +12,13 @@ from typing import Any
 import anyio
 import mcp_types as types
 
+from emceepee_cli.backends.backend import Backend, Status
+from emceepee_cli.backends.process import ProcessInfo
 from emceepee_cli.config import Defaults, Policy, ServerSpec
-from emceepee_cli.core.backend import Backend, Status
-from emceepee_cli.core.events import Events
-from emceepee_cli.core.host import HostLink
-from emceepee_cli.core.process import ProcessInfo
-from emceepee_cli.core.questions import Questions
-from emceepee_cli.core.runtime import Runtime
+from emceepee_cli.events import Events
+from emceepee_cli.questions.host_link import HostLink
+from emceepee_cli.questions.questions import Questions
+from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
 from tests.support import EXAMPLES, HOSTILE

@@ -10,7 +10,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from emceepee_cli.core.calls import CALL_TRANSITIONS, Call, CallState
+from emceepee_cli.calls.call import CALL_TRANSITIONS, Call, CallState
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import BadTransition, PendingRow
 from tests.support import emceepee, example_table, payload, write_config

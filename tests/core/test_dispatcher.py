@@ -1,4 +1,4 @@
-"""The SDK dispatcher, adapted (core/dispatcher.py): an error's origin survives, whatever its code.
+"""The SDK dispatcher, adapted (backends/dispatcher.py): an error's origin survives, whatever its code.
 
 Holds the SDK internal it relies on (`_resolve_pending` hands a peer's answer to its waiter, and
 only that) to account: these fail if an SDK upgrade moves it.
@@ -14,8 +14,8 @@ import pytest
 from mcp import MCPError
 from mcp.shared.message import SessionMessage
 
-from emceepee_cli.core.dispatcher import BackendDispatcher
-from emceepee_cli.core.failures import Answered, TooLong, closed
+from emceepee_cli.backends.dispatcher import BackendDispatcher
+from emceepee_cli.backends.failures import Answered, TooLong, closed
 
 pytestmark = pytest.mark.anyio
 

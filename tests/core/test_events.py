@@ -11,8 +11,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emceepee_cli.core.events import EVENTS_KEPT, EVENTS_PER_REPLY, Events
-from emceepee_cli.core.runtime import Runtime
+from emceepee_cli.events import EVENTS_KEPT, EVENTS_PER_REPLY, Events
+from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import Event

@@ -10,8 +10,8 @@ import pydantic_core
 import pytest
 from mcp_types import methods
 
-from emceepee_cli.core.fastcall import canonical
-from emceepee_cli.core.fastwire import loads
+from emceepee_cli.backends.raw_pipe import loads
+from emceepee_cli.calls.raw_step import canonical
 
 PLAIN: list[dict[str, Any]] = [
     {"content": [{"type": "text", "text": 'é \\ " \n \u2028 \x01 😀 </script>'}], "isError": False},

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from emceepee_cli.core import heard
-from emceepee_cli.core.heard import Heard, Kept
+from emceepee_cli.backends import notifications
+from emceepee_cli.backends.notifications import Heard, Kept
 
 
 def test_a_flooding_server_pushes_out_its_own_lines_not_a_quiet_servers() -> None:
     kept = Heard()
     kept.log("quiet", "error", "cannot write the stderr log", "emceepee")
-    for n in range(heard.LOGS_KEPT * 3):
+    for n in range(notifications.LOGS_KEPT * 3):
         kept.log("loud", "info", f"line {n}", "stderr")
     quiet, loud, every = (kept.logs_of(s, None, 10_000) for s in ("quiet", "loud", None))
     assert [e["message"] for e in quiet["logs"]] == ["cannot write the stderr log"] and "dropped" not in quiet
-    assert len(every["logs"]) == heard.LOGS_KEPT and every["dropped"] == heard.LOGS_KEPT * 2 + 1
-    assert loud["logs"][-1]["message"] == f"line {heard.LOGS_KEPT * 3 - 1}" and loud["dropped"] > 0
+    assert (
+        len(every["logs"]) == notifications.LOGS_KEPT and every["dropped"] == notifications.LOGS_KEPT * 2 + 1
+    )
+    assert loud["logs"][-1]["message"] == f"line {notifications.LOGS_KEPT * 3 - 1}" and loud["dropped"] > 0
     assert every["logs"][0]["server"] == "quiet"  # still in arrival order
 
 

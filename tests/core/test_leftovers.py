@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from emceepee_cli.core import leftovers, procs
+from emceepee_cli import processes
+from emceepee_cli.backends import leftovers
 from emceepee_cli.store.journal import Journal
 
-pytestmark = pytest.mark.skipif(not procs.HAVE_PROC, reason="start times come from /proc")
+pytestmark = pytest.mark.skipif(not processes.HAVE_PROC, reason="start times come from /proc")
 
 
 def test_leftovers_are_stopped_only_when_pid_and_start_time_match_and_the_owner_is_dead(
@@ -25,7 +26,7 @@ def test_leftovers_are_stopped_only_when_pid_and_start_time_match_and_the_owner_
         journal.stop_instance("dead")
         journal.register_instance("alive")  # this process: alive
         for instance, process, shift in (("dead", left, 0), ("dead", reused, 1), ("alive", owned, 0)):
-            start = procs.identify(process.pid).start
+            start = processes.identify(process.pid).start
             assert start is not None
             journal.add_spawned(instance, "h", process.pid, start + shift)
         found = leftovers.reap(journal)
@@ -53,7 +54,7 @@ def test_what_an_instance_of_an_earlier_boot_left_is_forgotten_never_signalled(e
             "UPDATE instances SET proc_start = ? WHERE instance_id = ?",
             ["linux:00000000-0000-0000-0000-000000000000:12345", "before-reboot"],
         )
-        start = procs.identify(sleeper.pid).start
+        start = processes.identify(sleeper.pid).start
         assert start is not None
         journal.add_spawned("before-reboot", "h", sleeper.pid, start)  # same pid, same ticks
         assert leftovers.reap(journal) == 0

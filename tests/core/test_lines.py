@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tracemalloc
 
-from emceepee_cli.core.lines import MAX_PARTS, Lines, Piece, top_level
+from emceepee_cli.backends.lines import MAX_PARTS, Lines, Piece, top_level
 
 
 def test_lines_split_across_chunks_and_an_over_long_line_yields_only_its_head() -> None:

@@ -10,8 +10,8 @@ import mcp_types as types
 import pytest
 
 from emceepee_cli.config import Defaults
-from emceepee_cli.core.answers import backend_reply
 from emceepee_cli.errors import BackendError, UsageError
+from emceepee_cli.questions.answers import backend_reply
 from emceepee_cli.store.records import BadTransition
 from tests.core.parts import INSTANCE, parts
 from tests.support import status_of

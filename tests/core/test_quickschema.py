@@ -9,8 +9,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from emceepee_cli.core import schema
-from emceepee_cli.core.quickschema import compile_quick
+from emceepee_cli import schema
+from emceepee_cli.quickschema import compile_quick
 from emceepee_cli.server.meta_tools import TOOLS
 
 

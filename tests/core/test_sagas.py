@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from emceepee_cli import seal
-from emceepee_cli.core import resume, sagas
+from emceepee_cli.calls import resume
 from emceepee_cli.errors import UsageError
+from emceepee_cli.questions import sagas
 from emceepee_cli.store.records import PendingRow
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from emceepee_cli.core import schema
+from emceepee_cli import schema
 
 PERSON = {
     "type": "object",

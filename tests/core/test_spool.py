@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from emceepee_cli.core import spool
+from emceepee_cli.calls import spool
 
 
 @pytest.mark.parametrize(("value", "expected"), [("", spool.BUDGET_BYTES), ("2", 2 * 1024 * 1024), ("0", 0)])

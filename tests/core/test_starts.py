@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from emceepee_cli.core.starts import StartSlots
+from emceepee_cli.backends.start_limit import StartSlots
 
 pytestmark = pytest.mark.anyio
 

@@ -17,10 +17,10 @@ import mcp_types as types
 import pytest
 
 from emceepee_cli import seal
+from emceepee_cli.backends.backend import Backend
+from emceepee_cli.calls.call import TaskEnded
+from emceepee_cli.calls.tasks import Tasks
 from emceepee_cli.config import Defaults
-from emceepee_cli.core.backend import Backend
-from emceepee_cli.core.calls import TaskEnded
-from emceepee_cli.core.tasks import Tasks
 from emceepee_cli.errors import UsageError
 from tests.core.parts import INSTANCE, Parts, example, hostile, parts, started
 from tests.support import Gate, status_of

@@ -13,7 +13,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.message import SessionMessage
 
-from emceepee_cli.core import transport
+from emceepee_cli.backends import transport
 from emceepee_cli.errors import BackendError
 from tests.support import alive
 

@@ -16,10 +16,10 @@ import anyio.to_thread
 import pytest
 
 from emceepee_cli import seal
+from emceepee_cli.calls.call import Call
+from emceepee_cli.calls.tasks import Tasks
 from emceepee_cli.config import Defaults
-from emceepee_cli.core.calls import Call
-from emceepee_cli.core.tasks import Tasks
-from emceepee_cli.core.watcher import IDLE_INTERVAL_S, Watcher, _Clock
+from emceepee_cli.session.watcher import IDLE_INTERVAL_S, Watcher, _Clock
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.retention import PURGE_BATCH
 from tests.core.parts import INSTANCE, Parts, parts

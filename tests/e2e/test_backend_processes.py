@@ -1,7 +1,7 @@
 """Backend processes over a real `emceepee serve`: stopped at once, however they behave; nothing left behind.
 
 Each test drives serve with raw JSON-RPC lines (so it owns serve's pid and stdin), notes every
-process serve started (`procs.tree`, which also sees children that left their process group),
+process serve started (`processes.tree`, which also sees children that left their process group),
 and checks by pid and start time that none outlives the stop.
 """
 
@@ -18,12 +18,12 @@ import anyio
 import anyio.abc
 import pytest
 
-from emceepee_cli.core import procs
+from emceepee_cli import processes
 from tests.support import RawHost, hostile_table, serve_command, write_config
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(not procs.HAVE_PROC, reason="needs /proc to see every process serve started"),
+    pytest.mark.skipif(not processes.HAVE_PROC, reason="needs /proc to see every process serve started"),
 ]
 
 STOP_BOUND_S = 15.0  # generous: on an idle machine the stops below take 0.1 s to 4 s
@@ -72,7 +72,7 @@ async def serve(config: Path) -> AsyncIterator[Serve]:
         await process.aclose()
 
 
-async def gone(proc: procs.Proc) -> None:
+async def gone(proc: processes.Proc) -> None:
     """Return once `proc` has exited (the caller bounds the wait)."""
     try:
         pidfd = os.pidfd_open(proc.pid)
@@ -85,15 +85,15 @@ async def gone(proc: procs.Proc) -> None:
         os.close(pidfd)
 
 
-def kill_all(found: set[procs.Proc]) -> None:
+def kill_all(found: set[processes.Proc]) -> None:
     """Clean up after a failed test: these ignore stdin EOF and SIGTERM."""
     for proc in found:
         proc.signal(signal.SIGKILL)
 
 
-async def stop_and_time(running: Serve, how: str) -> tuple[float, set[procs.Proc]]:
+async def stop_and_time(running: Serve, how: str) -> tuple[float, set[processes.Proc]]:
     """Stop serve by `how` ("eof" or "sigterm"); the time it took and what it had started."""
-    started = procs.tree(running.process.pid)
+    started = processes.tree(running.process.pid)
     began = time.monotonic()
     if how == "eof":
         assert running.process.stdin is not None
@@ -155,8 +155,8 @@ async def test_what_a_killed_serve_left_running_is_stopped_by_the_next_serve(tmp
     )
     async with serve(config) as running:
         with anyio.fail_after(30):
-            polite = procs.identify(int(await running.call("polite", "pid")))
-            stubborn = procs.identify(int(await running.call("stubborn", "pid")))
+            polite = processes.identify(int(await running.call("polite", "pid")))
+            stubborn = processes.identify(int(await running.call("stubborn", "pid")))
         running.process.kill()
         await running.process.wait()
     try:

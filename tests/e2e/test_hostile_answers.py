@@ -14,8 +14,8 @@ from typing import Any
 import anyio
 import pytest
 
-from emceepee_cli.core.roots import HOST_ROOTS_TIMEOUT_S
 from emceepee_cli.server.host_input import MAX_DEPTH
+from emceepee_cli.session.roots import HOST_ROOTS_TIMEOUT_S
 from tests.e2e.test_host_wire import LineHost, line_host
 from tests.e2e.test_hostile_requests import DEEP, refused
 from tests.support import example_table, write_config

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from emceepee_cli.core import procs
+from emceepee_cli import processes
 from tests.support import (
     envelope,
     hostile_table,
@@ -36,15 +36,15 @@ async def call(client: Client, server: str, tool: str, **args: Any) -> Any:
     return await client.call_tool("execute_tool", {"server": server, "tool": tool, "args": args})
 
 
-async def own_processes(client: Client, server: str) -> set[procs.Proc]:
+async def own_processes(client: Client, server: str) -> set[processes.Proc]:
     """Everything the serve process behind `client` has started (found through a ready backend)."""
     pid = int(texts(await call(client, server, "pid"))[0])
-    found = procs.stat(pid)
+    found = processes.stat(pid)
     assert found is not None
-    return procs.tree(found.ppid)
+    return processes.tree(found.ppid)
 
 
-@pytest.mark.skipif(not procs.HAVE_PROC, reason="needs /proc to find serve's processes")
+@pytest.mark.skipif(not processes.HAVE_PROC, reason="needs /proc to find serve's processes")
 async def test_a_backend_that_cannot_start_is_reported_at_once_with_its_reason(tmp_path: Path) -> None:
     config = write_config(
         tmp_path / "config.toml",
@@ -72,7 +72,7 @@ async def test_a_backend_that_cannot_start_is_reported_at_once_with_its_reason(t
     assert not any(proc.running() for proc in started)
 
 
-@pytest.mark.skipif(not procs.HAVE_PROC, reason="needs /proc to find serve's processes")
+@pytest.mark.skipif(not processes.HAVE_PROC, reason="needs /proc to find serve's processes")
 async def test_what_a_backend_floods_serve_with_is_bounded_and_its_connection_survives(
     tmp_path: Path, emceepee_home: Path
 ) -> None:

@@ -14,12 +14,12 @@ import anyio
 import pytest
 from mcp import Client
 
-from emceepee_cli.core import procs
+from emceepee_cli import processes
 from tests.support import EXAMPLES, alive, payload, serving, write_config
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(not procs.HAVE_PROC, reason="needs /proc to find the launched server"),
+    pytest.mark.skipif(not processes.HAVE_PROC, reason="needs /proc to find the launched server"),
 ]
 
 

@@ -22,13 +22,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emceepee_cli.core import procs
+from emceepee_cli import processes
 from tests.e2e.test_backend_processes import STOP_BOUND_S, Serve, gone, kill_all, serve
 from tests.support import hostile_table, run_cli, until, write_config
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(not procs.HAVE_PROC, reason="needs /proc to follow processes by pid and start time"),
+    pytest.mark.skipif(
+        not processes.HAVE_PROC, reason="needs /proc to follow processes by pid and start time"
+    ),
 ]
 
 EXIT_BOUND_S = 3.0  # from stdin's EOF to serve's exit, whatever is pending or starting
@@ -44,7 +46,7 @@ def spawned_rows(home: Path) -> list[tuple[str, int, int]]:
         return [tuple(r) for r in db.execute("SELECT server, pid, start_time FROM spawned")]
 
 
-async def until_journaled(home: Path, proc: procs.Proc) -> None:
+async def until_journaled(home: Path, proc: processes.Proc) -> None:
     """Wait (the caller bounds it) until serve has journaled `proc` as something it must stop."""
     await until(lambda: (proc.pid, proc.start) in {(pid, start) for _, pid, start in spawned_rows(home)})
 
@@ -66,7 +68,7 @@ async def closed_and_timed(running: Serve) -> float:
 
 
 @contextmanager
-def cleaned_up(*found: procs.Proc) -> Iterator[None]:
+def cleaned_up(*found: processes.Proc) -> Iterator[None]:
     """Whatever the test's outcome, leave no process of its own behind."""
     try:
         yield
@@ -86,7 +88,7 @@ async def test_closing_stdin_while_an_approval_waits_exits_at_once(
         with anyio.fail_after(30):
             await running.host.tool("list_tools", {})
             assert await running.call("plain", "echo", text="first") == "first"
-            pid = procs.identify(int(await running.call("guarded", "pid")))
+            pid = processes.identify(int(await running.call("guarded", "pid")))
             waiting = await running.host.tool(
                 "execute_tool",
                 {"server": "guarded", "tool": "echo", "args": {"text": "needs a person"}, "timeout_ms": 300},
@@ -155,7 +157,7 @@ async def test_closing_stdin_during_start_up_stops_a_setsid_grandchild_in_time(
             await running.process.wait()
         took = time.monotonic() - began
         with anyio.fail_after(30):
-            grandchild = procs.identify(await until_written(escaped))
+            grandchild = processes.identify(await until_written(escaped))
     with cleaned_up(grandchild):
         with anyio.fail_after(STOP_BOUND_S):
             await gone(grandchild)
@@ -170,7 +172,7 @@ async def test_closing_stdin_during_start_up_stops_a_setsid_grandchild_in_time(
 @asynccontextmanager
 async def killed_with_a_grandchild_left(
     tmp_path: Path, home: Path
-) -> AsyncIterator[tuple[procs.Proc, procs.Proc]]:
+) -> AsyncIterator[tuple[processes.Proc, processes.Proc]]:
     """A serve whose backend started a setsid grandchild, killed with SIGKILL once the grandchild
     is journaled; yields the backend and the grandchild (the grandchild still runs)."""
     escaped = tmp_path / "escaped.pid"
@@ -178,9 +180,9 @@ async def killed_with_a_grandchild_left(
     async with serve(config) as running:
         with anyio.fail_after(30):
             await running.host.tool("list_tools", {})
-            backend = procs.identify(int(await running.call("escaper", "pid")))
+            backend = processes.identify(int(await running.call("escaper", "pid")))
             assert await running.call("escaper", "echo", text="hello") == "hello"
-            grandchild = procs.identify(await until_written(escaped))
+            grandchild = processes.identify(await until_written(escaped))
             await until_journaled(home, grandchild)
         running.process.kill()
         await running.process.wait()
@@ -235,7 +237,7 @@ async def test_a_grandchild_seen_by_a_running_serve_is_journaled_and_forgotten_o
         with anyio.fail_after(30):
             await running.host.tool("list_tools", {})
             assert await running.call("escaper", "echo", text="hello") == "hello"
-            grandchild = procs.identify(await until_written(escaped))
+            grandchild = processes.identify(await until_written(escaped))
             await until_journaled(emceepee_home, grandchild)
             os.kill(grandchild.pid, signal.SIGKILL)
             await until(lambda: all(pid != grandchild.pid for _, pid, _ in spawned_rows(emceepee_home)))

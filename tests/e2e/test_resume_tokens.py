@@ -13,7 +13,8 @@ import anyio
 import pytest
 
 from emceepee_cli import paths, seal
-from emceepee_cli.core import resume, sagas
+from emceepee_cli.calls import resume
+from emceepee_cli.questions import sagas
 from tests.e2e.test_chains import block, call, started
 from tests.support import (
     Gate,

@@ -24,9 +24,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emceepee_cli.core import procs
-from emceepee_cli.core.calls import HEARTBEAT_ENV
-from emceepee_cli.core.spool import BUDGET_ENV
+from emceepee_cli import processes as procs
+from emceepee_cli.calls.call import HEARTBEAT_ENV
+from emceepee_cli.calls.spool import BUDGET_ENV
 from tests.e2e import test_backend_processes as processes
 from tests.e2e import test_journal_faults as journal_faults
 from tests.e2e.test_journal_start_faults import open_as_a_host

@@ -8,8 +8,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emceepee_cli.core.calls import CALL_TRANSITIONS
-from emceepee_cli.core.chain import STOPS, Stop
+from emceepee_cli.calls.call import CALL_TRANSITIONS
+from emceepee_cli.calls.chain import STOPS, Stop
 from emceepee_cli.store.records import (
     ELICITATION_TRANSITIONS,
     SAMPLING_TRANSITIONS,

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp import MCPError
 
-from emceepee_cli.core.native import Native
+from emceepee_cli.session.native_lists import Native
 from tests.support import emceepee, example_table, payload, write_config
 
 pytestmark = pytest.mark.anyio

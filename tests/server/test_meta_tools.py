@@ -331,7 +331,7 @@ async def test_a_broken_server_table_is_reported_and_the_rest_still_load(tmp_pat
 async def test_a_backend_that_keeps_failing_to_start_is_failed_after_its_restarts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from emceepee_cli.core import backend
+    from emceepee_cli.backends import backend
 
     monkeypatch.setattr(backend, "RESTART_BACKOFF_S", (0.01, 0.02, 0.03))  # the test switch: no real backoff
     config = write_config(

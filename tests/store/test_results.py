@@ -6,7 +6,7 @@ import io
 from collections.abc import Iterator
 from pathlib import Path
 
-from emceepee_cli.core.calls import outcome
+from emceepee_cli.calls.call import outcome
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskStatus
 from tests.store.test_journal import task_row
@@ -14,7 +14,7 @@ from tests.support import text_of
 
 
 class Body:
-    """A result's bytes in pieces, as core/spool.Held gives them."""
+    """A result's bytes in pieces, as calls/spool.Held gives them."""
 
     def __init__(self, data: bytes, piece: int) -> None:
         self.data, self.piece, self.size = data, piece, len(data)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from emceepee_cli.core.heard import LOG_LEVELS
-from emceepee_cli.core.wiring import Services
+from emceepee_cli.backends.notifications import LOG_LEVELS
 from emceepee_cli.server.meta_tools.registry import SERVER_FILTER, Call, Group, Payload
+from emceepee_cli.session.wiring import Services
 
 group = Group()
 

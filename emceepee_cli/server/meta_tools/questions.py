@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from emceepee_cli.core.answers import sampling_answer
-from emceepee_cli.core.wiring import Services
+from emceepee_cli.questions.answers import sampling_answer
 from emceepee_cli.server.envelope import Reply
 from emceepee_cli.server.meta_tools.registry import SERVER_FILTER, Call, Group, Payload
+from emceepee_cli.session.wiring import Services
 
 group = Group()
 

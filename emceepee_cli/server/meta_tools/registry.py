@@ -14,9 +14,9 @@ from typing import Any
 
 import mcp_types as types
 
-from emceepee_cli.core.calls import Passed, Relay
-from emceepee_cli.core.wiring import Services
+from emceepee_cli.calls.call import Passed, Relay
 from emceepee_cli.server.envelope import Reply
+from emceepee_cli.session.wiring import Services
 
 Payload = dict[str, Any] | Reply | types.CallToolResult | Passed
 

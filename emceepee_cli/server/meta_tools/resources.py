@@ -6,8 +6,8 @@ from typing import Any
 
 import mcp_types as types
 
-from emceepee_cli.core.wiring import Services
 from emceepee_cli.server.meta_tools.registry import SERVER, SERVER_FILTER, STR_MAP, Call, Group, Payload
+from emceepee_cli.session.wiring import Services
 
 group = Group()
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from emceepee_cli.config import ServerSpec
-from emceepee_cli.core.wiring import Services
 from emceepee_cli.errors import UsageError
 from emceepee_cli.server.envelope import Reply
 from emceepee_cli.server.meta_tools.registry import SERVER, SERVER_FILTER, STR, STR_MAP, Call, Group, Payload
+from emceepee_cli.session.wiring import Services
 
 group = Group()
 

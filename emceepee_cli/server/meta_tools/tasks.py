@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from emceepee_cli.core.wiring import Services
 from emceepee_cli.server.envelope import Reply
 from emceepee_cli.server.meta_tools.registry import SERVER_FILTER, Call, Group, Payload
+from emceepee_cli.session.wiring import Services
 from emceepee_cli.store.pages import MAX_PAGE_SIZE, PAGE_SIZE
 from emceepee_cli.store.records import TaskStatus
 
@@ -74,7 +74,7 @@ async def get_task(services: Services, args: dict[str, Any], call: Call) -> Payl
 
 
 def _cut_as(block: dict[str, Any], key: str, name: str) -> dict[str, Any]:
-    """The `total` and `more` (core/newest.py) of one list of `block`, shown under another name."""
+    """The `total` and `more` (questions/newest.py) of one list of `block`, shown under another name."""
     if key not in block.get("more", {}):
         return {}
     return {"total": {name: block["total"][key]}, "more": {name: block["more"][key]}}

@@ -1,0 +1,67 @@
+"""Reaching one backend: its transport (a process we spawn, or a Streamable HTTP endpoint) and
+the handshake in the era its config asks for (`legacy`, `modern` or `auto`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp import ClientSession
+from mcp.client._probe import negotiate_auto
+from mcp.client.streamable_http import streamable_http_client
+
+from emceepee_cli.backends import transport
+from emceepee_cli.backends.environment import backend_env
+from emceepee_cli.config import ServerSpec
+from emceepee_cli.errors import BackendError
+
+HTTP_TIMEOUT = httpx2.Timeout(30.0, read=None)  # a call may wait minutes on a parked question
+
+Streams = tuple[Any, Any]  # the session's read and write streams (the SDK's or ours)
+
+
+@asynccontextmanager
+async def open_transport(
+    spec: ServerSpec,
+    *,
+    log_path: Path | None,
+    on_stderr: Callable[[str], None],
+    on_problem: Callable[[str], None],
+) -> AsyncIterator[tuple[Streams, transport.ProcessInfo | None]]:
+    """The streams to an expanded `spec`, and its process (None for a remote backend)."""
+    if spec.transport == "http":
+        assert spec.url is not None
+        http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=HTTP_TIMEOUT)
+        async with http, streamable_http_client(spec.url, http_client=http) as (read, write):
+            yield (read, write), None
+        return
+    assert spec.command is not None
+    env = backend_env(spec.env, spec.pass_env)
+    try:
+        opened = transport.open_stdio(
+            spec.command,
+            spec.args,
+            env=env,
+            cwd=spec.cwd,
+            stderr_log=log_path,
+            on_stderr=on_stderr,
+            on_problem=on_problem,
+        )
+        async with opened as (read, write, process):
+            yield (read, write), process
+    except FileNotFoundError as exc:
+        raise BackendError(
+            f"Cannot start '{spec.command}': {exc.strerror}", hint="Check the server's `command`."
+        ) from exc
+
+
+async def handshake(session: ClientSession, protocol: str) -> None:
+    if protocol == "legacy":
+        await session.initialize()
+    elif protocol == "modern":
+        await session.discover()
+    else:
+        await negotiate_auto(session)

@@ -1,0 +1,222 @@
+"""Backends started for one terminal command (`tools`, `call`, `doctor`): no serve, no host, no journal.
+
+Each backend is the same `Backend` that `serve` supervises, started the same way (the same
+environment rules, handshake and listing), and stopped when the command ends. What it says is
+kept in memory only: an ad hoc run writes neither the backend's log file nor the journal, so it
+never mixes with a running serve's. A question the backend asks goes to `ask` (the terminal, for
+`call`); a 2026-07-28 backend's input rounds are answered the same way.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from emceepee_cli import schema
+from emceepee_cli.backends import listing, transport
+from emceepee_cli.backends.backend import Backend, BackendSink, Status, configured_roots, leaves
+from emceepee_cli.calls import policy
+from emceepee_cli.config import ServerSpec
+from emceepee_cli.errors import BackendError, UsageError
+
+READY_WAIT_S = 30.0  # first runs of `uvx`/`npx` download packages before answering
+KEPT_LINES = 50  # of each backend's stderr and log messages
+POLL_PAUSE_S = (0.05, 0.25)  # a 2026-07-28 "poll again" round: first and longest pause
+
+# (server, "elicitation" | "sampling", the request's params) -> the answer's JSON, or None to refuse.
+Ask = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+async def refuse(server: str, kind: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    """For a command with nobody to ask: a form is declined, a sampling request refused."""
+    return {"action": "decline"} if kind == "elicitation" else None
+
+
+class Sink:
+    """What the backends report, kept for the command (a `BackendSink`)."""
+
+    def __init__(self, ask: Ask) -> None:
+        self.ask = ask
+        self.heard: dict[str, deque[str]] = {}
+
+    def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
+        pass  # list changes are followed by the backend itself; nobody waits for events here
+
+    def log(self, server: str, level: str, message: str, source: str) -> None:
+        self.heard.setdefault(server, deque(maxlen=KEPT_LINES)).append(
+            message if source == "stderr" else f"[{level}] {message}"
+        )
+
+    def status_changed(self, backend: Backend, previous: Status) -> None:
+        pass
+
+    async def question(
+        self,
+        backend: Backend,
+        kind: str,
+        params: types.ElicitRequestParams | types.CreateMessageRequestParams,
+    ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
+        return reply(
+            kind, await self.ask(backend.name, kind, params.model_dump(mode="json", exclude_none=True))
+        )
+
+    async def roots_of(self, backend: Backend) -> types.ListRootsResult:
+        """A command has no host: the server's own roots from the config, if it has any."""
+        return types.ListRootsResult(roots=configured_roots(backend.spec.roots))
+
+    def relisted(self, backend: Backend, listed: str) -> None:
+        pass
+
+    def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
+        pass
+
+    def ended(self, backend: Backend, process: transport.ProcessInfo) -> None:
+        pass
+
+
+def reply(
+    kind: str, answer: dict[str, Any] | None
+) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
+    if answer is None:
+        return types.ErrorData(code=types.INTERNAL_ERROR, message=f"emceepee: the {kind} request was refused")
+    if kind == "elicitation":
+        return types.ElicitResult.model_validate(answer)
+    return types.CreateMessageResult.model_validate(answer)
+
+
+@asynccontextmanager
+async def started(
+    specs: Iterable[ServerSpec], ask: Ask = refuse, wait_s: float = READY_WAIT_S
+) -> AsyncIterator[dict[str, Backend]]:
+    """The backends of `specs`, started together; yielded once each is ready or has failed to start
+    (or `wait_s` ran out); stopped, and everything they started with them, on the way out."""
+    sink = Sink(ask)
+    backends = {spec.name: Backend(spec, sink) for spec in specs}
+    try:
+        async with anyio.create_task_group() as tg:
+            for backend in backends.values():
+                tg.start_soon(backend.run, name=f"backend {backend.name}")
+            try:
+                with anyio.move_on_after(wait_s):
+                    async with anyio.create_task_group() as waits:
+                        for backend in backends.values():
+                            waits.start_soon(backend.wait_ready, wait_s)
+                yield backends
+            finally:
+                for backend in backends.values():
+                    backend.stop()
+    except BaseExceptionGroup as group:  # the command's own error, not wrapped by the task group
+        found = [e for e in leaves(group) if not isinstance(e, anyio.get_cancelled_exc_class())]
+        raise (found[0] if len(found) == 1 else group) from None
+
+
+_: type[BackendSink] = Sink  # checked by mypy: a Sink is what a Backend reports to
+
+
+def heard(backend: Backend) -> list[str]:
+    sink = backend.sink
+    return list(sink.heard.get(backend.name, ())) if isinstance(sink, Sink) else []
+
+
+def tool_listing(backends: Iterable[Backend], pattern: str | None) -> dict[str, Any]:
+    """What `list_tools` returns, for these backends: {"servers": [{server, status, tools | error}]}."""
+    from emceepee_cli import patterns
+
+    groups: list[dict[str, Any]] = []
+    for backend in backends:
+        group: dict[str, Any] = {"server": backend.name, "status": backend.status.value}
+        if backend.status != Status.READY:
+            group["error"] = backend.last_error or f"backend is {backend.status}"
+        else:
+            group["tools"] = [  # as the list_tools meta-tool shows them, denied tools hidden
+                listing.tool_json(t)
+                for t in backend.offer.tools.values()
+                if policy.visible(backend.spec, t.name)
+            ]
+        groups.append(group)
+    if pattern:
+        listed = [tool for group in groups for tool in group.get("tools", ())]
+        found = patterns.matching(pattern, [(t["name"], t["description"]) for t in listed])
+        kept = {id(tool) for tool, hit in zip(listed, found, strict=True) if hit}
+        for group in groups:
+            if "tools" in group:
+                group["tools"] = [tool for tool in group["tools"] if id(tool) in kept]
+    return {"servers": groups}
+
+
+def check_allowed(backend: Backend, tool: str) -> None:
+    """A tool the config denies is refused here too, before anything else (the person at the
+    terminal approves any other by running the command)."""
+    policy.refuse_denied(backend.spec, tool)
+
+
+def check_args(server: str, tool: types.Tool, args: dict[str, Any]) -> None:
+    wrong = schema.problems(args, tool.input_schema)
+    if wrong:
+        raise UsageError(
+            f"Arguments for {server}.{tool.name} do not match its input schema:\n- " + "\n- ".join(wrong),
+            hint=f"Nothing was sent. See the schema with: "
+            f"emceepee tools {server} --pattern '^{tool.name}$' --json",
+        )
+
+
+async def call(
+    backend: Backend, tool: str, args: dict[str, Any], ask: Ask, progress: Progress
+) -> types.CallToolResult:
+    """Call the tool; answer a 2026-07-28 backend's input rounds with `ask` until it returns a result."""
+    state: str | None = None
+    responses: dict[str, Any] | None = None
+    rounds = 0
+    while True:
+
+        async def send(session: Any, responses: Any = responses, state: str | None = state) -> Any:
+            return await session.call_tool(
+                tool,
+                args,
+                progress_callback=progress,
+                input_responses=responses,
+                request_state=state,
+                allow_input_required=True,
+            )
+
+        result = await backend.request(f"tools/call '{tool}'", send)
+        if isinstance(result, types.CallToolResult):
+            return result
+        if not isinstance(result, types.InputRequiredResult):
+            raise BackendError(
+                f"Backend '{backend.name}' answered tools/call '{tool}' with an unknown result type."
+            )
+        rounds += 1
+        state = result.request_state
+        responses = (
+            await _answers(backend.name, result.input_requests or {}, ask) if result.input_requests else None
+        )
+        if responses is None:  # "poll again"
+            await anyio.sleep(min(POLL_PAUSE_S[0] * rounds, POLL_PAUSE_S[1]))
+
+
+async def _answers(server: str, requests: dict[str, Any], ask: Ask) -> dict[str, Any]:
+    answers: dict[str, Any] = {}
+    for key, request in requests.items():
+        if isinstance(request, types.ElicitRequest):
+            kind = "elicitation"
+        elif isinstance(request, types.CreateMessageRequest):
+            kind = "sampling"
+        else:  # roots: an ad hoc call exposes none
+            answers[key] = types.ListRootsResult(roots=[])
+            continue
+        answer = reply(
+            kind, await ask(server, kind, request.params.model_dump(mode="json", exclude_none=True))
+        )
+        if isinstance(answer, types.ErrorData):
+            raise BackendError(
+                f"Backend '{server}' asked a {kind} question that was refused; the call was given up."
+            )
+        answers[key] = answer
+    return answers

@@ -1,0 +1,182 @@
+"""One request of a step, sent raw: the fast lane's backend side, without SDK models on the way.
+
+A call that came by the fast lane (`Call.fast`) runs in `Tasks` exactly as any other: the same
+chain, policy, approvals, promotion, questions, progress, cancellation, TTL and journaling. Only
+its first request differs, when the backend allows it (a ready stdio backend spoken to in the
+handshake era, a listed tool without task execution): `Stepper` writes the `tools/call` line
+itself through `backends/raw_pipe.py` and gets the answer's bytes back. A tool's output schema is
+still checked by the session (`validate_tool_result`), so its errors read as on the slow path.
+
+What comes back is then kept one of two ways:
+- `Call.raw`: for a result of the plain shape (text blocks, `isError`, object
+  `structuredContent` and `_meta`) that suggests nothing more, the bytes the slow path would
+  write for it — the backend's own when they already are exactly those (an SDK backend's), else
+  the same members re-serialized in the slow path's order and manner. The chain gets a stand-in
+  result with no content: nothing follows from it. A call promoted to a task keeps them too: they
+  are journaled as they are (store/results.py) and read back from there for the host.
+- else the result as the slow path reads it, for the chain to follow, resume or journal.
+A JSON-RPC error, a malformed answer, a dying backend or a broken pipe fail through
+`Backend.request` (the caller's), so their errors read exactly as on the slow path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+import pydantic_core
+from mcp import ClientSession
+from mcp.client.session import (  # how the session reads a result, for the same errors
+    _clamp_inbound_ttl,  # pyright: ignore[reportPrivateUsage]
+    _later_revision_fields,  # pyright: ignore[reportPrivateUsage]
+)
+from mcp_types import methods
+
+from emceepee_cli.backends.backend import Backend, Status
+from emceepee_cli.backends.failures import Answered
+from emceepee_cli.backends.raw_pipe import Answer, Exchanges, loads
+from emceepee_cli.calls import resume, spool
+from emceepee_cli.calls.call import Call
+from emceepee_cli.calls.chain import TEXT_CHARS, suggests_more
+
+# The slow path writes a result's members in this order, and a text block's as (text, type).
+CANONICAL_KEYS = frozenset(("_meta", "content", "isError", "structuredContent"))
+
+LEGACY = "2025-11-25"  # the session's own fallback when no version was negotiated
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+Sent = tuple[types.CallToolResult | types.InputRequiredResult, str | None]
+
+
+def exchanges_for(backend: Backend, tool: str) -> Exchanges | None:
+    """The raw channel to call `tool` on, if nothing the slow path does on the way is needed: a
+    ready stdio backend in the handshake era, a listed tool without task execution."""
+    process = backend.process
+    if backend.status != Status.READY or process is None or backend.spec.protocol != "legacy":
+        return None
+    exchanges = process.exchanges
+    if exchanges is None or exchanges.closed:
+        return None
+    listed = backend.offer.tools.get(tool)
+    if listed is None or getattr(listed, "execution", None) is not None:
+        return None
+    return exchanges
+
+
+async def send(
+    call: Call, exchanges: Exchanges, session: ClientSession, tool: str, args: Any, progress: ProgressFn
+) -> Sent:
+    """One raw `tools/call`; its result as `Stepper._send` returns one (see the module's doc). A
+    tool's output schema is checked by the session's own `validate_tool_result`, as on the slow
+    path, so a result that fails it fails the call with the same error."""
+    result = read(await exchanges.call(tool, args, progress))  # the answer's line is dropped here
+    if not isinstance(result, dict):
+        raise TypeError("the answer's result is not a JSON object")
+    raw = canonical(result, None) if not suggests_more(result) else None
+    if raw is not None:
+        call.raw_preview = preview(result)
+        is_error = result.get("isError", False)
+        if not is_error and _has_output_schema(session, tool):
+            await session.validate_tool_result(
+                tool, types.CallToolResult.model_validate(result, by_name=False)
+            )
+        del result  # its text, as big as the bytes, is not needed past here
+        call.raw = await spool.BUDGET.hold(raw)
+        return types.CallToolResult.model_construct(content=[], is_error=is_error), None
+    read_back, token = resume.read_result(as_session_reads(result, session.protocol_version or LEGACY))
+    if isinstance(read_back, types.CallToolResult) and not read_back.is_error:
+        await session.validate_tool_result(tool, read_back)
+    return read_back, token
+
+
+def preview(result: dict[str, Any]) -> str:
+    """A plain result's first text, cut short, as its step shows it (`Step.text`)."""
+    blocks = result.get("content") or [{}]
+    return str(blocks[0].get("text", ""))[:TEXT_CHARS]
+
+
+def _has_output_schema(session: ClientSession, tool: str) -> bool:
+    """The session checks this tool's results (unknown to it: it relists, as the slow path does)."""
+    schemas = session._tool_output_schemas  # pyright: ignore[reportPrivateUsage]
+    return tool not in schemas or schemas[tool] is not None
+
+
+def as_session_reads(result: dict[str, Any], version: str) -> resume.RawResult:
+    """The result as `ClientSession.send_request` reads one (mcp/client/session.py), so its errors
+    read the same: checked against the negotiated revision, a later revision's fields dropped."""
+    raw = dict(result)
+    _clamp_inbound_ttl(raw)
+    with contextlib.suppress(KeyError):  # a revision that does not list the method: not checked
+        methods.validate_server_result("tools/call", version, raw)
+    foreign = _later_revision_fields("tools/call", version)
+    if not foreign.isdisjoint(raw):
+        raw = {key: value for key, value in raw.items() if key not in foreign}
+    return resume.RawResult.model_validate(raw, by_name=False)
+
+
+def read(answer: Answer) -> Any:
+    """The answer's result, parsed from its line whole (cutting the result's bytes out first would
+    cost one more copy of a big result, and they are serialized again anyway, see `canonical`).
+
+    A JSON-RPC error raises `Answered`, as the session's dispatcher would (backends/dispatcher.py); a
+    line that is not one answer raises ValueError (the slow path's "an answer emceepee cannot use").
+    """
+    doc = answer.doc if answer.doc is not None else loads(answer.line)
+    if not isinstance(doc, dict):
+        raise TypeError("the answer is not a JSON object")
+    if isinstance(doc.get("error"), dict):
+        error = types.ErrorData.model_validate(doc["error"], by_name=False)
+        raise Answered(code=error.code, message=error.message, data=error.data)
+    if "result" not in doc:
+        raise ValueError("the answer has neither a result nor an error")
+    return doc["result"]
+
+
+def canonical(result: dict[str, Any], body: bytes | None) -> bytes | None:
+    """The bytes the slow path would write for a result of the plain shape (text blocks, `isError`,
+    object `structuredContent` and `_meta`): its members in the slow path's order, serialized as
+    it serializes. The backend's own bytes when they already are exactly that (an SDK backend's);
+    None for any other shape."""
+    if not result.keys() <= CANONICAL_KEYS:
+        return None
+    content, is_error = result.get("content"), result.get("isError", False)
+    if not isinstance(content, list) or not isinstance(is_error, bool):
+        return None
+    if not all(isinstance(result.get(key, {}), dict) for key in ("structuredContent", "_meta")):
+        return None
+    blocks = []
+    for block in content:
+        if not (isinstance(block, dict) and block.keys() == {"type", "text"} and block["type"] == "text"):
+            return None
+        if not isinstance(block["text"], str):
+            return None
+        blocks.append({"text": block["text"], "type": "text"})
+    if not all(_finite(result.get(key)) for key in ("structuredContent", "_meta")):
+        return None  # NaN, Infinity or 1e400: json reads them; the slow path's parser decides
+    shaped: dict[str, Any] = {"_meta": result["_meta"]} if "_meta" in result else {}
+    shaped["content"], shaped["isError"] = blocks, is_error  # the slow path always writes isError
+    if "structuredContent" in result:
+        shaped["structuredContent"] = result["structuredContent"]
+    try:
+        out = pydantic_core.to_json(shaped)
+    except (ValueError, UnicodeError):  # e.g. a lone surrogate: the model path decides as the slow path does
+        return None
+    return body if body is not None and out == body else out
+
+
+def _finite(value: Any) -> bool:
+    """No float in `value` is NaN or infinite (the only members of a plain result that hold
+    numbers are `structuredContent` and `_meta`, so a big text block is never scanned)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True

@@ -1,0 +1,349 @@
+"""`emceepee doctor`: every check, each with its state and the command that fixes it.
+
+A failure is something that stops emceepee working under a host; a note is worth knowing but
+not wrong (a host that is not installed, a server switched off, no serve running). Backends are
+started the way a host would start them, not the way this shell would: with the small
+environment a host gives emceepee (`catalog.host_path()` for PATH, plus the `env` block of
+emceepee's entry in the hosts' configs), so "works in my shell, fails in the host" shows here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import stat
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from emceepee_cli.config import Config, ServerSpec
+from emceepee_cli.errors import ConfigError, EmceepeeError, JournalError
+from emceepee_cli.hosts import catalog
+
+State = Literal["ok", "fail", "note"]
+PASSED_ON = ("HOME", "LOGNAME", "SHELL", "TERM", "USER")  # what a host's environment has besides PATH
+TAIL_LINES = 5
+
+
+@dataclass(frozen=True)
+class Check:
+    area: str  # config, journal, key, backend, host, serve
+    name: str
+    state: State
+    detail: str
+    fix: str | None = None
+
+    def json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+# ---- config ------------------------------------------------------------------------------------
+
+
+def config_checks(path: Path, host_env: Mapping[str, str]) -> tuple[list[Check], Config | None]:
+    """The config's checks. A `${VAR}` counts as set here if this shell or a host's entry sets it:
+    which of the two a backend really gets is the backend check's business."""
+    from emceepee_cli import config as config_mod
+
+    if not path.exists():
+        fix = "emceepee servers add NAME -- COMMAND [ARGS…], or emceepee import HOST"
+        return [Check("config", str(path), "note", "no config file yet: no backends", fix)], None
+    try:
+        with environment({**os.environ, **host_env}):
+            loaded = config_mod.load_config(path)
+    except ConfigError as exc:
+        return [Check("config", str(path), "fail", exc.message, f"edit {path} ({exc.hint})")], None
+    checks = [Check("config", str(path), "ok", f"{len(loaded.servers)} server(s) can start")]
+    for problem in loaded.problems:
+        where = ", ".join(
+            x
+            for x in (
+                problem.server and f"server '{problem.server}'",
+                problem.field and f"field '{problem.field}'",
+            )
+            if x
+        )
+        fix = (
+            f"emceepee servers show {problem.server}, then edit {path}" if problem.server else f"edit {path}"
+        )
+        checks.append(Check("config", where or str(path), "fail", problem.message, fix))
+    return checks, loaded
+
+
+# ---- journal -----------------------------------------------------------------------------------
+
+
+def journal_checks(path: Path) -> list[Check]:
+    from emceepee_cli.store import inspect
+    from emceepee_cli.store.faults import writable_problem
+
+    try:
+        status = inspect.status(path)
+    except JournalError as exc:  # its hint is the command that fixes it (store/faults.py)
+        return [Check("journal", str(path), "fail", exc.message, exc.hint)]
+    if not status["exists"]:
+        return [
+            Check("journal", str(path), "note", "no journal yet (made by the first serve or tasks command)")
+        ]
+    checks = []
+    if status["health"] != "ok":
+        checks.append(
+            Check("journal", str(path), "fail", f"damaged: {status['health']}", f"mv {path} {path}.broken")
+        )
+    read_only = writable_problem(path)
+    if read_only is not None:  # readable, but serve would run from memory and the CLI not record
+        checks.append(Check("journal", str(path), "fail", read_only.message, read_only.hint))
+    unknown = sorted(set(status["migrations"]) - known_migrations())
+    if unknown:
+        checks.append(
+            Check(
+                "journal",
+                str(path),
+                "fail",
+                f"written by a newer emceepee ({', '.join(unknown)})",
+                "upgrade emceepee",
+            )
+        )
+    if not status["private"]:
+        checks.append(
+            Check(
+                "journal",
+                str(path),
+                "fail",
+                f"readable by others (mode {status['mode']})",
+                f"chmod 600 {path}",
+            )
+        )
+    if not checks:
+        counts = status.get("counts", {})
+        tasks = sum(counts.get("tasks", {}).values()) if isinstance(counts.get("tasks"), dict) else 0
+        waiting = (
+            counts.get("pending", {}).get("pending", 0) if isinstance(counts.get("pending"), dict) else 0
+        )
+        size = f"{status['bytes'] / 1024:.0f} KiB"
+        detail = (
+            f"healthy, {len(status['migrations'])} migrations, {size}, "
+            f"{tasks} task(s), {waiting} question(s) waiting"
+        )
+        checks.append(Check("journal", str(path), "ok", detail))
+    return checks
+
+
+def key_checks(folder: Path | None = None) -> list[Check]:
+    """The install key that signs saga and resume tokens: usable, and readable by this user only
+    (anyone who can read it can sign tokens that serve accepts)."""
+    from emceepee_cli import paths, seal
+
+    path = (folder or paths.data_dir()) / seal.KEY_FILE
+    try:
+        seal.read_key(path)
+    except FileNotFoundError:
+        return [Check("key", str(path), "note", "no install key yet (made by the first serve)")]
+    except seal.InstallKeyError as exc:
+        remove = "rm -r" if path.is_dir() else "rm"
+        fix = f"{remove} {path} (a new one is made; tokens signed with the old one stop working)"
+        return [Check("key", str(path), "fail", exc.message, fix)]
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if os.name != "nt" and mode & 0o077:
+        detail = f"readable by others (mode {oct(mode)}): they could sign tokens emceepee accepts"
+        return [Check("key", str(path), "fail", detail, f"chmod 600 {path}")]
+    return [Check("key", str(path), "ok", "usable, readable by this user only")]
+
+
+def known_migrations() -> set[str]:
+    import sqlite_utils
+
+    from emceepee_cli.store.migrations import migrations
+
+    return {m.name for m in migrations.pending(sqlite_utils.Database(memory=True))}
+
+
+# ---- hosts ---------------------------------------------------------------------------------------
+
+
+def _entry(doc: Any, host: catalog.Host) -> tuple[str, dict[str, Any]] | None:
+    servers = doc.data.get(host.servers_key)
+    if not isinstance(servers, dict):
+        return None
+    for name, entry in servers.items():
+        if isinstance(entry, dict) and catalog.is_emceepee(name, entry):
+            return name, entry
+    return None
+
+
+def host_checks() -> tuple[list[Check], dict[str, str]]:
+    """A check per host, and the environment emceepee's entries give it (merged)."""
+    from emceepee_cli.hosts import config_file
+
+    checks: list[Check] = []
+    env: dict[str, str] = {}
+    this = catalog.serve_command()
+    for host in catalog.HOSTS.values():
+        path = host.path()
+        try:
+            doc = config_file.read(path)
+        except ConfigError as exc:
+            checks.append(Check("host", host.title, "fail", exc.message, f"fix {path}"))
+            continue
+        if not doc.exists:
+            checks.append(Check("host", host.title, "note", f"not installed here (no {path})"))
+            continue
+        found = _entry(doc, host)
+        if found is None:
+            checks.append(
+                Check(
+                    "host", host.title, "note", f"no emceepee entry in {path}", f"emceepee install {host.key}"
+                )
+            )
+            continue
+        name, entry = found
+        env |= {str(k): str(v) for k, v in (entry.get("env") or {}).items()}
+        checks.append(_entry_check(host, path, name, entry, this))
+    return checks, env
+
+
+def _entry_check(host: catalog.Host, path: Path, name: str, entry: dict[str, Any], this: list[str]) -> Check:
+    command = str(entry.get("command") or "")
+    args = [str(a) for a in entry.get("args") or []]
+    found = catalog.resolve(command) if command else None
+    fix = f"emceepee install {host.key}"
+    if found is None or not found.for_host:
+        starts = command or "(no command)"
+        detail = f"'{name}' starts {starts}, which a host cannot run (PATH {catalog.host_path()})"
+        return Check("host", host.title, "fail", detail, fix)
+    if "serve" not in args:
+        return Check(
+            "host", host.title, "fail", f"'{name}' runs {shlex.join([command, *args])}, without `serve`", fix
+        )
+    if [command, *args[: len(this) - 1]] != this:
+        detail = f"'{name}' starts another emceepee ({command}); this one is {this[0]}"
+        return Check("host", host.title, "note", detail, f"{fix} (to use this one)")
+    return Check("host", host.title, "ok", f"'{name}' in {path} starts this emceepee")
+
+
+# ---- serves --------------------------------------------------------------------------------------
+
+
+def serve_checks(db: Path) -> list[Check]:
+    from emceepee_cli.store import inspect
+    from emceepee_cli.store.liveness import instance_alive
+
+    checks = []
+    try:
+        running = inspect.instances(db)
+    except JournalError:
+        return [Check("serve", "serve", "note", "unknown: the journal cannot be read (see above)")]
+    for row in running:
+        if instance_alive(row):
+            host = row.get("host_name") or "an unknown host"
+            checks.append(
+                Check("serve", f"pid {row['pid']}", "ok", f"running for {host} since {row['started_at']}")
+            )
+    return checks or [Check("serve", "serve", "note", "no emceepee serve is running (a host starts one)")]
+
+
+# ---- backends ----------------------------------------------------------------------------------
+
+
+def host_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    env = {k: os.environ[k] for k in PASSED_ON if k in os.environ}
+    env["PATH"] = catalog.host_path()
+    return env | dict(extra)
+
+
+@contextlib.contextmanager
+def environment(env: Mapping[str, str]) -> Iterator[None]:
+    """This process's environment replaced by `env` for a while (backends inherit from it)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def precheck(spec: ServerSpec, env: Mapping[str, str], config: Sequence[str] = ()) -> Check | None:
+    """What stops `spec` before it is even started, in a host's environment `env`."""
+    try:
+        spec.expanded(env)
+    except ConfigError as exc:
+        shell = (
+            " (it is set in this shell, not for the host)" if _unset_var(exc.message) in os.environ else ""
+        )
+        fix = (
+            "add it to the \"env\" block of emceepee's entry in your host's config, "
+            f"e.g. {_unset_var(exc.message)}=…"
+        )
+        return Check("backend", spec.name, "fail", exc.message + shell, fix)
+    if spec.command is None or "${" in spec.command:
+        return None
+    found = catalog.resolve(spec.command, for_host=env.get("PATH", ""))
+    if found.for_host:
+        return None
+    full = found.in_shell or "/full/path/to/" + spec.command
+    fix = "emceepee servers add " + shlex.join([spec.name, "--replace", *config, "--", full, *spec.args])
+    if found.in_shell:
+        detail = (
+            f"'{spec.command}' is only on this shell's PATH ({found.in_shell}), "
+            f"not on a host's ({found.host_path})"
+        )
+    else:
+        detail = f"'{spec.command}' is not found on a host's PATH ({found.host_path}) nor on this shell's"
+    return Check("backend", spec.name, "fail", detail, fix)
+
+
+def _unset_var(message: str) -> str:
+    start = message.find("${")
+    return message[start + 2 : message.find("}", start)] if start >= 0 else "VAR"
+
+
+async def backend_checks(
+    loaded: Config, env: Mapping[str, str], wait_s: float, explicit: bool = False
+) -> list[Check]:
+    """A check per server: started as a host would, unless something stops it first. `explicit`:
+    the config was named on the command line, so the fixes name it too."""
+    from emceepee_cli.backends.backend import Status
+    from emceepee_cli.calls import oneshot
+    from emceepee_cli.redact import redact
+
+    checks: dict[str, Check] = {}
+    startable = []
+    for spec in loaded.servers.values():
+        if not spec.enabled:
+            checks[spec.name] = Check(
+                "backend", spec.name, "note", "disabled", f"emceepee servers enable {spec.name}"
+            )
+        elif (stopped := precheck(spec, env, ["--config", str(loaded.path)] if explicit else [])) is not None:
+            checks[spec.name] = stopped
+        else:
+            startable.append(replace(spec))
+    with environment(env):
+        async with oneshot.started(startable, wait_s=wait_s) as backends:
+            for name, backend in backends.items():
+                if backend.status == Status.READY:
+                    detail = f"started as a host would: handshake ok, {len(backend.offer.tools)} tool(s)"
+                    checks[name] = Check("backend", name, "ok", detail)
+                    continue
+                tail = "\n".join(oneshot.heard(backend)[-TAIL_LINES:])
+                error = backend.last_error or f"still {backend.status} after {wait_s:g} s"
+                detail = redact(error + (f"\nstderr:\n{tail}" if tail and tail not in error else ""))
+                checks[name] = Check("backend", name, "fail", detail, _try(backend.spec))
+    return [checks[name] for name in loaded.servers if name in checks]
+
+
+def _try(spec: ServerSpec) -> str:
+    if spec.url is not None:
+        return f"check the URL and headers: emceepee servers show {spec.name}"
+    return "run it in a terminal to see what it says: " + shlex.join([spec.command or "", *spec.args])
+
+
+def failed(checks: list[Check]) -> bool:
+    return any(c.state == "fail" for c in checks)
+
+
+def error_check(area: str, name: str, exc: EmceepeeError) -> Check:
+    return Check(area, name, "fail", exc.message, exc.hint)

@@ -1,0 +1,176 @@
+"""What backends say, passed on: `Hearing` is the sink every backend reports to (backends/backend.py's
+`BackendSink`).
+
+A notification is kept for `get_notifications`, emitted as an event and relayed to the host's
+own lists; a log line is kept for `get_logs` (and an MCP log relayed to the host); a spawned
+process is journaled, so a later emceepee can stop it should this one die without doing so, and
+what it starts is watched (backends/descendants.py); a
+question (elicitation, sampling) is parked and maybe forwarded (questions/questions.py), labelled with
+the call that asked when that is certain; a backend's changed status is logged, announced as an
+event, and tells the host's tool list and native lists.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import mcp_types as types
+from pydantic import BaseModel
+
+from emceepee_cli.backends import transport
+from emceepee_cli.backends.backend import Backend, Status
+from emceepee_cli.backends.descendants import Descendants
+from emceepee_cli.backends.notifications import Heard, kept_params
+from emceepee_cli.calls.tasks import Tasks
+from emceepee_cli.errors import EmceepeeError
+from emceepee_cli.events import Events
+from emceepee_cli.questions import url_questions
+from emceepee_cli.questions.answers import backend_reply
+from emceepee_cli.questions.questions import Questions
+from emceepee_cli.redact import redact, redact_data
+from emceepee_cli.runtime import Runtime
+from emceepee_cli.session.direct import Direct
+from emceepee_cli.session.native_lists import Native
+from emceepee_cli.session.roots import Roots
+from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import PendingRow
+
+log = logging.getLogger(__name__)
+
+
+class Hearing:
+    def __init__(
+        self,
+        journal: AsyncJournal,
+        events: Events,
+        heard: Heard,
+        questions: Questions,
+        tasks: Tasks,
+        runtime: Runtime,
+        instance_id: str,
+        *,
+        native: Native | None = None,
+        roots: Roots | None = None,
+        direct: Direct | None = None,
+        descendants: Descendants | None = None,
+    ) -> None:
+        self.journal = journal
+        self.events = events
+        self.heard = heard
+        self.questions = questions
+        self.tasks = tasks
+        self.runtime = runtime
+        self.instance_id = instance_id
+        self.native = native  # the host's own lists, told what backends say
+        self.roots = roots
+        self.direct = direct  # backend tools on the host's own tools/list
+        self.descendants = descendants  # what the backends start, watched (backends/descendants.py)
+
+    def __repr__(self) -> str:
+        return f"<Hearing {self.instance_id}>"
+
+    def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
+        """Kept for get_notifications and emitted as an event; a repeat is counted, not kept again."""
+        params, encoded = kept_params(redact_data(params))
+        self.heard.notification(server, method, params)
+        key = f"{server}\0{method}\0{encoded}"
+        self.events.emit("notification", server, {"method": method, "params": params}, coalesce=key)
+        if self.native is not None:
+            self.native.relay(server, method, params)
+        if method == "notifications/elicitation/complete" and isinstance(params.get("elicitationId"), str):
+            self.runtime.spawn(
+                url_questions.completed,
+                self.questions,
+                server,
+                params["elicitationId"],
+                name="elicitation complete",
+            )
+
+    def log(self, server: str, level: str, message: str, source: str) -> None:
+        self.heard.log(server, level, message, source)
+        if source == "mcp" and self.native is not None:
+            self.native.relay_log(server, level, redact(message))
+
+    def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
+        """Journal the process, so a later emceepee can stop it should this one die without doing so;
+        and watch what it starts."""
+        if self.descendants is not None:
+            self.descendants.watch(backend.name, process)
+        if process.start_time is not None:
+            start = process.start_time
+            self.runtime.write(
+                self.journal, Journal.add_spawned, self.instance_id, backend.name, process.pid, start
+            )
+
+    def ended(self, backend: Backend, process: transport.ProcessInfo) -> None:
+        if self.descendants is not None:
+            self.descendants.unwatch(process)
+        if process.returncode is not None:
+            self.runtime.write(self.journal, Journal.forget_spawned, self.instance_id, process.pid)
+
+    async def question(
+        self,
+        backend: Backend,
+        kind: str,
+        params: types.ElicitRequestParams | types.CreateMessageRequestParams,
+    ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
+        answered = await self._ask(backend, kind, params)
+        return answered if isinstance(answered, types.ErrorData) else backend_reply(answered)
+
+    async def _ask(self, backend: Backend, kind: str, params: BaseModel) -> PendingRow | types.ErrorData:
+        """A handshake-era backend asks mid-call: park (and maybe forward) it; its settled row.
+
+        The question is labelled with the call that asked only when that is certain: the one call
+        in flight on that backend."""
+        calls = self.tasks.in_flight(backend.name)
+        task_id, correlation = (calls[0].call_id, "sole") if len(calls) == 1 else (None, "server")
+        dumped = params.model_dump(mode="json", exclude_none=True)
+        try:
+            question = await self.questions.ask(
+                backend.name, kind, dumped, task_id=task_id, correlation=correlation
+            )
+        except EmceepeeError as exc:
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=exc.message)
+        return await self.questions.wait(question)
+
+    async def roots_of(self, backend: Backend) -> types.ListRootsResult:
+        return (
+            types.ListRootsResult(roots=[])
+            if self.roots is None
+            else await self.roots.for_backend(backend.spec)
+        )
+
+    def relisted(self, backend: Backend, listed: str) -> None:
+        if self.direct is not None:
+            self.direct.changed()
+        if self.native is not None:
+            self.native.relisted(listed)
+
+    def status_changed(self, backend: Backend, previous: Status) -> None:
+        if self.direct is not None:
+            self.direct.changed()
+        if backend.last_error:  # e.g. a missing `cwd`, quoted as expanded: show its ${VAR} form
+            backend.last_error = redact(backend.last_error)
+        detail = f": {backend.last_error}" if backend.last_error and backend.status != Status.READY else ""
+        self.log(backend.name, "info", f"{previous} -> {backend.status}{detail}", "emceepee")
+        if detail:  # the host's log of our stderr is often the only place a person looks
+            log.warning("backend %s: %s -> %s%s", backend.name, previous, backend.status, detail)
+        if backend.status == Status.READY and self.native is not None:
+            self.native.connected(backend)
+        kind = _SERVER_EVENTS.get((previous, backend.status)) or _SERVER_EVENTS.get((None, backend.status))
+        if kind:
+            data = {
+                "status": backend.status.value,
+                **({"error": backend.last_error} if backend.last_error else {}),
+            }
+            self.events.emit(kind, backend.name, data)
+
+
+_SERVER_EVENTS: dict[tuple[Status | None, Status], str] = {
+    (Status.STARTING, Status.READY): "server_connected",
+    (Status.RESTARTING, Status.READY): "server_restarted",
+    (Status.READY, Status.RESTARTING): "server_disconnected",
+    (None, Status.FAILED): "server_failed",
+}

@@ -1,0 +1,225 @@
+"""The host's own MCP lists of what the backends offer: prompts, resources, templates, completion,
+subscriptions and logs, for hosts that show them natively (a prompt picker, a resource browser).
+
+Prompts appear as `server__prompt` (session/names.py); resources and templates keep their URIs, with
+the server named in their `name`. A request is routed to the backend that listed the prompt, the
+URI or the template; the backend's answer goes back as it is (its own MCP objects, not emceepee's
+JSON). The host hears `list_changed` when a backend connects or its lists change, `resources/updated`
+for URIs it subscribed to, and backend logs at or above the level it set with `logging/setLevel`
+(none before it sets one: unasked, they would only be noise in the host's log).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, get_args
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession
+from mcp.shared.uri_template import UriTemplate
+
+from emceepee_cli.backends.backend import Backend, Status
+from emceepee_cli.errors import NotFound
+from emceepee_cli.questions.host_link import HostLink
+from emceepee_cli.runtime import Runtime
+from emceepee_cli.session.names import name_table
+
+log = logging.getLogger(__name__)
+
+READY_WAIT_S = 10.0  # as list_tools waits for a backend still starting
+LEVELS: tuple[str, ...] = get_args(types.LoggingLevel)  # least to most severe
+
+
+class Native:
+    def __init__(self, backends: dict[str, Backend], host: HostLink, runtime: Runtime) -> None:
+        self.backends = backends
+        self.host = host
+        self.runtime = runtime
+        self.level: str | None = None  # the host's logging/setLevel; None: it wants no backend logs
+        self.subscribed: dict[str, str] = {}  # uri -> the server it was subscribed on
+
+    def __repr__(self) -> str:
+        return f"<Native level={self.level} subscribed={len(self.subscribed)}>"
+
+    def _ready(self) -> list[Backend]:
+        return [b for b in self.backends.values() if b.status == Status.READY]
+
+    async def settled(self) -> None:
+        """Wait (bounded) for backends still starting, so a host asking at once sees their offer."""
+        with anyio.move_on_after(READY_WAIT_S):
+            for backend in list(self.backends.values()):
+                await backend.wait_ready(READY_WAIT_S, want=False)
+
+    # ---- prompts ------------------------------------------------------------------------
+
+    def prompt_table(self) -> dict[str, tuple[str, str]]:
+        return name_table((b.name, p) for b in self._ready() for p in b.offer.prompts)
+
+    def list_prompts(self) -> types.ListPromptsResult:
+        prompts = []
+        for exposed, (server, name) in self.prompt_table().items():
+            prompt = self.backends[server].offer.prompts[name]
+            description = f"[{server}] {prompt.description or prompt.title or name}"
+            prompts.append(prompt.model_copy(update={"name": exposed, "description": description}))
+        return types.ListPromptsResult(prompts=prompts)
+
+    def _prompt(self, exposed: str) -> tuple[Backend, str]:
+        found = self.prompt_table().get(exposed)
+        if found is None:
+            raise NotFound(f"No prompt '{exposed}'.", hint="prompts/list shows them as server__prompt.")
+        return self.backends[found[0]], found[1]
+
+    async def get_prompt(self, exposed: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+        await self.settled()
+        backend, name = self._prompt(exposed)
+        return await backend.request(f"prompts/get '{name}'", lambda s: s.get_prompt(name, arguments))
+
+    # ---- resources ------------------------------------------------------------------------
+
+    def list_resources(self) -> list[types.Resource]:
+        return [
+            r.model_copy(update={"name": f"{b.name}: {r.name}"})
+            for b in self._ready()
+            for r in b.offer.resources
+        ]
+
+    def list_templates(self) -> list[types.ResourceTemplate]:
+        return [
+            t.model_copy(update={"name": f"{b.name}: {t.name}"})
+            for b in self._ready()
+            for t in b.offer.templates
+        ]
+
+    def owner(self, uri: str) -> Backend:
+        """The backend that listed `uri`, else the first whose template matches it."""
+        ready = self._ready()
+        for backend in ready:
+            if any(str(r.uri) == uri for r in backend.offer.resources):
+                return backend
+        for backend in ready:
+            for template in backend.offer.templates:
+                try:
+                    if UriTemplate.parse(template.uri_template).match(uri) is not None:
+                        return backend
+                except ValueError:
+                    continue  # a template the SDK cannot parse matches nothing
+        raise NotFound(f"No backend lists the resource '{uri}'.", hint="resources/list shows them.")
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        await self.settled()
+        return await self.owner(uri).request(f"resources/read '{uri}'", lambda s: s.read_resource(uri))
+
+    async def subscribe(self, uri: str) -> None:
+        backend = self.owner(uri)
+        await backend.request(f"resources/subscribe '{uri}'", lambda s: s.subscribe_resource(uri))
+        self.subscribed[uri] = backend.name
+
+    async def unsubscribe(self, uri: str) -> None:
+        server = self.subscribed.pop(uri, None)
+        backend = self.backends.get(server) if server else None
+        if backend is not None and backend.status == Status.READY:
+            await backend.request(f"resources/unsubscribe '{uri}'", lambda s: s.unsubscribe_resource(uri))
+
+    # ---- completion -------------------------------------------------------------------------
+
+    async def complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
+        ref = params.ref
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        context = params.context.arguments if params.context is not None else None
+        if isinstance(ref, types.PromptReference):
+            backend, name = self._prompt(ref.name)
+            ref = ref.model_copy(update={"name": name})
+        else:
+            backend = self._template_owner(ref.uri)
+        sent = ref
+        return await backend.request("completion/complete", lambda s: s.complete(sent, argument, context))
+
+    def _template_owner(self, template: str) -> Backend:
+        for backend in self._ready():
+            if any(t.uri_template == template for t in backend.offer.templates):
+                return backend
+        raise NotFound(
+            f"No backend lists the resource template '{template}'.", hint="See resources/templates/list."
+        )
+
+    # ---- logging ------------------------------------------------------------------------------
+
+    async def set_level(self, level: str) -> None:
+        """Keep the host's level and pass it on to every ready backend that takes one."""
+        self.level = level
+        for backend in self._ready():
+            self._pass_level(backend)
+
+    def _pass_level(self, backend: Backend) -> None:
+        session = backend.session
+        caps = session.server_capabilities if session is not None else None
+        if self.level is not None and caps is not None and caps.logging is not None:
+            self.runtime.spawn(_set_level, backend, self.level, name=f"setLevel {backend.name}")
+
+    # ---- what the host hears -------------------------------------------------------------------
+
+    def relay_log(self, server: str, level: str, message: str) -> None:
+        if self.level is not None and level in LEVELS and LEVELS.index(level) >= LEVELS.index(self.level):
+            params = types.LoggingMessageNotificationParams(level=level, logger=server, data=message)  # type: ignore[arg-type]  # level is checked against LEVELS above
+            self._notify(types.LoggingMessageNotification(params=params))
+
+    def relisted(self, listed: str) -> None:
+        """A backend's list was read again after it said it changed: the host's list changed with it
+        (told only now, so that the host, listing again at once, gets the new one)."""
+        if listed == "prompts":
+            self._notify(types.PromptListChangedNotification())
+        elif listed == "resources":
+            self._notify(types.ResourceListChangedNotification())
+
+    def relay(self, server: str, method: str, params: dict[str, Any]) -> None:
+        """A backend notification the host's own lists depend on."""
+        if method == "notifications/resources/updated":
+            uri = params.get("uri")
+            if isinstance(uri, str) and self.subscribed.get(uri) == server:
+                self._notify(
+                    types.ResourceUpdatedNotification(params=types.ResourceUpdatedNotificationParams(uri=uri))
+                )
+
+    def connected(self, backend: Backend) -> None:
+        """A backend became ready: its prompts and resources join the host's lists, and it gets the
+        level the host set, if any (a backend that connects later, or restarted, would not know it)."""
+        self._pass_level(backend)
+        if backend.offer.prompts:
+            self._notify(types.PromptListChangedNotification())
+        if backend.offer.resources or backend.offer.templates:
+            self._notify(types.ResourceListChangedNotification())
+        for uri, server in self.subscribed.items():  # a restarted backend forgot them
+            if server == backend.name:
+                self.runtime.spawn(_resubscribe, backend, uri, name=f"resubscribe {uri}")
+
+    def _notify(self, notification: types.ServerNotification) -> None:
+        if self.host.session is not None and self.host.can_send():
+            self.runtime.spawn(_send, self.host, notification, name=f"host {notification.method}")
+
+
+async def _send(host: HostLink, notification: types.ServerNotification) -> None:
+    assert host.session is not None
+    try:
+        await host.session.send_notification(notification)
+    except Exception as exc:  # noqa: BLE001 - the host may be gone; a lost notification is not an error
+        log.debug("could not send %s to the host: %r", notification.method, exc)
+
+
+async def _set_level(backend: Backend, level: str) -> None:
+    request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))  # type: ignore[arg-type]  # checked by the host's request schema
+
+    async def send(session: ClientSession) -> types.EmptyResult:
+        return await session.send_request(request, types.EmptyResult)
+
+    try:
+        await backend.request("logging/setLevel", send)
+    except Exception as exc:  # noqa: BLE001 - a backend that cannot set its level keeps its own
+        log.debug("backend %s: logging/setLevel failed: %r", backend.name, exc)
+
+
+async def _resubscribe(backend: Backend, uri: str) -> None:
+    try:
+        await backend.request(f"resources/subscribe '{uri}'", lambda s: s.subscribe_resource(uri))
+    except Exception as exc:  # noqa: BLE001 - the host keeps its subscription; updates may not come
+        log.warning("backend %s: re-subscribing to %s failed: %r", backend.name, uri, exc)

@@ -1,0 +1,114 @@
+"""The roots each backend is told about (`roots/list`), and telling it when they change.
+
+Every backend is offered the `roots` capability (backends start before the host connects, so the
+offer cannot depend on the host). Its answer, in order of precedence: the server's own `roots`
+from the config; else the host's roots, when the host declared `roots`; else `[defaults] roots`;
+else none. The host's roots are fetched once on its standalone channel and kept until the host
+says they changed, so a backend that asks often costs the host nothing, and a host that fails
+`roots/list` is asked again only after its next `list_changed` (its backends get the defaults).
+When what a backend would be answered changes, it is sent `notifications/roots/list_changed`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import anyio
+import mcp_types as types
+
+from emceepee_cli.backends.backend import Backend, Status, configured_roots
+from emceepee_cli.backends.failures import describe
+from emceepee_cli.config import Defaults, ServerSpec
+from emceepee_cli.questions.host_link import HostLink
+from emceepee_cli.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+HOST_ROOTS_TIMEOUT_S = 10.0
+
+RootList = list[types.Root]
+
+
+class Roots:
+    def __init__(
+        self, defaults: Defaults, host: HostLink, runtime: Runtime, backends: Callable[[], list[Backend]]
+    ) -> None:
+        self.defaults = configured_roots(defaults.roots)
+        self.host = host
+        self.runtime = runtime
+        self.backends = backends
+        self.host_roots: RootList | None = None  # None: not fetched, or the host has none to give
+        self._fetched = False
+        self._lock = anyio.Lock()
+        self.told: dict[str, RootList] = {}  # server -> what it was last answered
+
+    def __repr__(self) -> str:
+        shown = "unknown" if not self._fetched else len(self.host_roots or [])
+        return f"<Roots host={shown} defaults={len(self.defaults)}>"
+
+    def _host_has_roots(self) -> bool:
+        caps = self.host.capabilities
+        return self.host.can_send() and caps is not None and caps.roots is not None
+
+    async def for_backend(self, spec: ServerSpec) -> types.ListRootsResult:
+        """A backend's roots/list: its own, else the host's, else the defaults."""
+        roots = await self._effective(spec)
+        self.told[spec.name] = roots
+        return types.ListRootsResult(roots=roots)
+
+    async def _effective(self, spec: ServerSpec) -> RootList:
+        if spec.roots:
+            return configured_roots(spec.roots)
+        if self._host_has_roots():
+            await self._fetch_host()
+            if self.host_roots is not None:
+                return self.host_roots
+        return self.defaults
+
+    async def _fetch_host(self) -> None:
+        """The host's roots, once until it says they changed (concurrent askers share one fetch)."""
+        async with self._lock:
+            if self._fetched:
+                return
+            self._fetched = True
+            session = self.host.session
+            assert session is not None
+            try:
+                with anyio.fail_after(HOST_ROOTS_TIMEOUT_S):
+                    result = await session.send_request(types.ListRootsRequest(), types.ListRootsResult)
+                self.host_roots = list(result.roots)
+            except Exception as exc:  # noqa: BLE001 - a host that cannot say its roots leaves the defaults
+                self.host_roots = None
+                log.warning(
+                    "the host's roots/list failed (%s); backends get the configured roots", describe(exc)
+                )
+
+    def host_connected(self) -> None:
+        """The host is known now: backends answered before may have got the defaults instead."""
+        if self._host_has_roots():
+            self.runtime.spawn(self.refresh, name="host roots")
+
+    def host_changed(self) -> None:
+        """The host's notifications/roots/list_changed."""
+        self._fetched = False
+        self.runtime.spawn(self.refresh, name="host roots changed")
+
+    async def refresh(self) -> None:
+        """Tell every ready backend whose answer would now differ from its last one."""
+        for backend in self.backends():
+            told = self.told.get(backend.name)
+            if told is None or backend.status != Status.READY:
+                continue  # never asked: it will ask when it wants them
+            if await self._effective(backend.spec) != told:
+                self.runtime.spawn(_tell, backend, name=f"roots changed {backend.name}")
+
+
+async def _tell(backend: Backend) -> None:
+    session = backend.session
+    if session is None:
+        return
+    try:
+        await session.send_notification(types.RootsListChangedNotification())
+    except Exception as exc:  # noqa: BLE001 - a backend that is going away asks again when back
+        log.debug("backend %s: roots/list_changed not sent: %r", backend.name, exc)

@@ -1,0 +1,223 @@
+"""The one place `serve`'s parts are built and joined.
+
+Each part gets only the narrow things it uses, at construction: dependencies run one way
+(servers → tasks → questions → events, all on the runtime and the journal), and the few calls
+that go back up are listeners and lookups given here — questions announce a waiting question to
+the tasks, look a server's forwarding policy up in the registry of backends, and log to what
+the servers heard; tasks look a backend up by name. The meta-tools get `Services` and call one
+method of a part.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio.abc
+
+from emceepee_cli import seal
+from emceepee_cli.backends import leftovers
+from emceepee_cli.backends.backend import Backend
+from emceepee_cli.backends.descendants import Descendants
+from emceepee_cli.backends.notifications import Heard
+from emceepee_cli.calls.tasks import Tasks
+from emceepee_cli.config import Config, Defaults, Policy, forwarding_policy
+from emceepee_cli.errors import JournalError
+from emceepee_cli.events import EVENTS_KEPT, Events
+from emceepee_cli.questions.host_link import HostLink
+from emceepee_cli.questions.questions import Questions
+from emceepee_cli.runtime import Runtime
+from emceepee_cli.session import activity
+from emceepee_cli.session.backend_sink import Hearing
+from emceepee_cli.session.direct import Direct
+from emceepee_cli.session.native_lists import Native
+from emceepee_cli.session.roots import Roots
+from emceepee_cli.session.server_changes import ServerChanges
+from emceepee_cli.session.servers import Servers
+from emceepee_cli.session.watcher import Watcher
+from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.records import Event
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Inherited:
+    """What a starting `serve` takes over from dead ones: suspended calls, undelivered events."""
+
+    calls: list[str] = field(default_factory=list[str])
+    events: list[Event] = field(default_factory=list[Event])
+
+
+async def take_over(journal: AsyncJournal, instance_id: str) -> Inherited:
+    """Register this instance and settle what dead ones left; what it inherits.
+
+    A journal that cannot be written here (a full disk) is logged, and `serve` runs anyway:
+    its backends answer; what it cannot journal is not kept. So is one whose rows this emceepee
+    cannot read (damage SQLite does not see, store/unreadable.py): `serve` answers whatever the
+    journal holds.
+    """
+    try:
+        await journal.run(Journal.register_instance, instance_id)
+        interrupted = await journal.run(Journal.interrupt_orphans)
+        if interrupted:
+            log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
+        if await journal.run(Journal.convert_to_incremental):  # once; before anything else uses the file
+            log.info("journal: switched to incremental vacuum, so purged space goes back to the disk")
+        calls = await journal.run(Journal.adopt_orphans, instance_id)
+    except Exception as exc:  # noqa: BLE001  # see _not_taken_over
+        _not_taken_over(exc)
+        return Inherited()
+    try:  # apart: calls this process has claimed must be re-driven whatever happens here
+        events = await journal.run(Journal.claim_events, instance_id, EVENTS_KEPT)
+    except Exception as exc:  # noqa: BLE001  # see _not_taken_over
+        _not_taken_over(exc)
+        events = []
+    return Inherited(calls, events)
+
+
+def _not_taken_over(exc: Exception) -> None:
+    """Log why part of the take-over failed. Not only a JournalError: a row in a shape nobody
+    checked for (a damaged journal) must cost what it held, never `serve`'s answer to the host."""
+    if isinstance(exc, JournalError):
+        log.error("journal: %s", exc)
+    else:
+        log.error("journal: a row could not be read while taking over from stopped processes", exc_info=exc)
+
+
+@dataclass(frozen=True)
+class Services:
+    servers: Servers
+    changes: ServerChanges  # the model's add_server / remove_server, through the approval gate
+    tasks: Tasks
+    questions: Questions
+    events: Events
+    heard: Heard
+    host: HostLink
+    native: Native
+    direct: Direct
+    roots: Roots
+    runtime: Runtime
+    watcher: Watcher
+    journal: AsyncJournal
+    defaults: Defaults
+    instance_id: str
+    descendants: Descendants
+
+    def __repr__(self) -> str:
+        return f"<Services {self.instance_id} {self.servers!r} {self.tasks!r} {self.events!r}>"
+
+    async def start(self, inherited: Inherited) -> None:
+        """Start every configured backend, the watcher and the leftover reaper (never waiting for
+        any); then take up what dead instances left: their events, their suspended calls."""
+        self.servers.start_all()
+        self.runtime.spawn(self.watcher.run, name="journal watcher")
+        self.runtime.spawn(self.descendants.run, name="descendants watcher")
+        self.runtime.spawn(leftovers.reap_async, self.journal, name="leftover reaper")
+        self.events.replay(inherited.events)
+        await self.tasks.adopt(inherited.calls)
+
+    def stop(self, why: str = "it was told to stop") -> None:
+        """Stop the watcher and every backend; calls still running end as interrupted, saying `why`."""
+        self.watcher.stop()
+        self.descendants.stop()
+        self.changes.stop()
+        self.tasks.stop_all(why)
+        self.servers.stop_all()
+
+    async def await_activity(self, timeout_ms: int, since_event_id: str | None = None) -> dict[str, Any]:
+        return await activity.await_activity(
+            self.events, self.tasks, self.questions, timeout_ms, self.defaults.max_wait_ms, since_event_id
+        )
+
+
+def build(
+    config: Config,
+    task_group: anyio.abc.TaskGroup,
+    journal: AsyncJournal,
+    instance_id: str,
+    log_dir: Path | None = None,
+) -> Services:
+    defaults = config.defaults
+    backends: dict[str, Backend] = {}
+    runtime = Runtime(task_group)
+    events = Events(instance_id, journal, runtime)
+    heard = Heard()  # notifications and logs, for get_notifications and get_logs
+    host = HostLink()
+
+    def policy(server: str, kind: str) -> Policy:
+        backend = backends.get(server)
+        return forwarding_policy(backend.spec if backend else None, defaults, kind)
+
+    questions = Questions(
+        journal, events, runtime, defaults, instance_id, policy=policy, host=host, log=heard.log
+    )
+    roots = Roots(defaults, host, runtime, lambda: list(backends.values()))
+    tasks = Tasks(
+        journal,
+        events,
+        questions,
+        runtime,
+        defaults,
+        instance_id,
+        backends=backends.get,
+        install_key=_install_key(),
+        roots=roots.for_backend,
+    )
+    questions.on_waiting(tasks.question_arrived)
+    native = Native(backends, host, runtime)
+    direct = Direct(backends, defaults, host, runtime)
+    descendants = Descendants(journal, runtime, instance_id)
+    hearing = Hearing(
+        journal,
+        events,
+        heard,
+        questions,
+        tasks,
+        runtime,
+        instance_id,
+        native=native,
+        roots=roots,
+        direct=direct,
+        descendants=descendants,
+    )
+    servers = Servers(
+        config, heard, tasks, runtime, hearing=hearing, backends=backends, direct=direct, log_dir=log_dir
+    )
+    watcher = Watcher(journal, runtime, tasks, questions, instance_id, defaults.retention_s)
+    return Services(
+        servers=servers,
+        changes=ServerChanges(servers, questions, events, runtime, defaults),
+        tasks=tasks,
+        questions=questions,
+        events=events,
+        heard=heard,
+        host=host,
+        native=native,
+        direct=direct,
+        roots=roots,
+        runtime=runtime,
+        watcher=watcher,
+        journal=journal,
+        defaults=defaults,
+        instance_id=instance_id,
+        descendants=descendants,
+    )
+
+
+def _install_key() -> bytes:
+    """The install key; one that cannot be used does not stop serve: it signs with a key of its own,
+    which a restart forgets (tokens it handed out then stop working; the tasks stay in the journal)."""
+    try:
+        return seal.install_key()
+    except (seal.InstallKeyError, OSError) as exc:
+        log.error(
+            "%s This serve signs its tokens with a key of its own until it restarts. %s",
+            getattr(exc, "message", exc),
+            getattr(exc, "hint", ""),
+        )
+        return secrets.token_bytes(seal.KEY_BYTES)
