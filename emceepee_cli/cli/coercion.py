@@ -18,6 +18,7 @@ import typer
 
 from emceepee_cli.cli.framework import (
     Context,
+    Conversion,
     RuntimeParam,
     TypeDescriptor,
     runtime_param_builder,
@@ -29,14 +30,14 @@ _WHAT = {int: "a whole number", float: "a number", bool: "a flag", Path: "a path
 
 
 @dataclass(frozen=True)
-class PlainRuntimeParam(RuntimeParam):
+class PlainRuntimeParam(Conversion):
     """Conversion by the annotation's own type (each item's, for a list)."""
 
     convert: Callable[[Any], Any]
     many: bool
     item_type: Any = None
 
-    def _coerce_value(self, value: Any, param: Any, ctx: Context) -> Any:
+    def convert_value(self, value: Any, param: Any, ctx: Context) -> Any:
         try:
             if self.many:
                 return [self.convert(item) for item in value]

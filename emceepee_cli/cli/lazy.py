@@ -19,7 +19,6 @@ import typer.main
 from typer.core import TyperCommand, TyperGroup
 from typer.models import TyperInfo
 
-from emceepee_cli.cli import framework
 from emceepee_cli.cli.framework import Command, Context, HelpFormatter, UsageError
 
 
@@ -50,12 +49,16 @@ class Lazy:
 
 
 class LazyGroup(TyperGroup):
-    """The `emceepee` group: `LAZY` entries (set by main.py) become commands on first use."""
+    """The `emceepee` group: `LAZY` entries (set by main.py) become commands on first use.
+
+    It suggests a command for a mistyped one itself, from every command, loaded or not: typer's
+    own suggestions (off here) see only the loaded ones.
+    """
 
     lazy: Mapping[str, Lazy] = {}
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**{**kwargs, "suggest_commands": False})
         self._listing = False
         self._loaded: dict[str, Command] = {}
 
@@ -90,7 +93,7 @@ class LazyGroup(TyperGroup):
 
     def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
         try:
-            return framework.resolve_command(self, ctx, args)
+            return super().resolve_command(ctx, args)
         except UsageError as exc:
             close = difflib.get_close_matches(args[0], self.list_commands(ctx)) if args else []
             if close:

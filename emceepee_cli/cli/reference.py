@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import typer
 from typer.core import TyperGroup
 
-from emceepee_cli.cli.framework import Command, Context
+from emceepee_cli.cli.framework import Command
 
 HEADER = """# emceepee command reference
 
@@ -27,7 +27,7 @@ failed or answered with an error; 4 the journal cannot be used; 130 interrupted.
 """
 
 
-def _walk(command: Command, ctx: Context) -> Iterator[tuple[Command, Context]]:
+def _walk(command: Command, ctx: typer.Context) -> Iterator[tuple[Command, typer.Context]]:
     yield command, ctx
     if isinstance(command, TyperGroup):
         for name in command.list_commands(ctx):
@@ -36,7 +36,7 @@ def _walk(command: Command, ctx: Context) -> Iterator[tuple[Command, Context]]:
                 yield from _walk(sub, typer.Context(sub, info_name=name, parent=ctx))
 
 
-def _section(command: Command, ctx: Context) -> list[str]:
+def _section(command: Command, ctx: typer.Context) -> list[str]:
     usage = " ".join([ctx.command_path, *command.collect_usage_pieces(ctx)])
     lines = [f"## {ctx.command_path}", "", "```text", usage, "```", ""]
     if command.help:
