@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emceepee_cli.cli.framework import completion_script
+from emceepee_cli.cli.framework.typer_api import completion_script
 
 SHELLS = ("bash", "zsh", "fish")
 HERE = Path(__file__).resolve().parent

@@ -58,3 +58,11 @@ def test_no_folder_imports_back_a_folder_that_imports_it() -> None:
         list(TopologicalSorter(rooms).static_order())
     except CycleError as exc:
         raise AssertionError(f"folders import each other: {' -> '.join(exc.args[1])}") from None
+
+
+def test_no_folder_holds_more_than_twenty_modules() -> None:
+    for folder in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir())]:
+        if "__pycache__" in folder.parts or "_examples" in folder.parts:
+            continue
+        modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        assert len(modules) <= 20, f"{folder.relative_to(ROOT)} holds {len(modules)} modules"

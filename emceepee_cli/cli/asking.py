@@ -13,7 +13,7 @@ import sys
 import threading
 from typing import Any
 
-from emceepee_cli.cli import render
+from emceepee_cli.cli.terminal import render
 from emceepee_cli.errors import UsageError
 
 
@@ -86,7 +86,8 @@ async def ask(server: str, kind: str, params: dict[str, Any]) -> dict[str, Any] 
 
 
 def answer(server: str, kind: str, params: dict[str, Any]) -> dict[str, Any] | None:
-    from emceepee_cli.cli import form, pending
+    from emceepee_cli.cli import pending
+    from emceepee_cli.cli.terminal import form
 
     render.clear_status()
     if not sys.stdin.isatty():

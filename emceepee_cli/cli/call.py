@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from emceepee_cli.cli import render
-from emceepee_cli.cli.options import ConfigOpt, JsonOpt
+from emceepee_cli.cli.framework.options import ConfigOpt, JsonOpt
+from emceepee_cli.cli.terminal import render
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -172,7 +172,7 @@ def call(
 
 
 def _show(result: types.CallToolResult, json: bool, out: Path, tool: str) -> None:
-    from emceepee_cli.cli.results import show_result
+    from emceepee_cli.cli.terminal.results import show_result
     from emceepee_cli.errors import BackendError
 
     if json:  # the result says isError itself: one document, and the exit code

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from emceepee_cli.cli import render
+from emceepee_cli.cli.terminal import render
 from emceepee_cli.errors import EmceepeeError
 
 if TYPE_CHECKING:

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from emceepee_cli.cli import render
-from emceepee_cli.cli.options import ConfigOpt, DbOpt, JsonOpt
+from emceepee_cli.cli.framework.options import ConfigOpt, DbOpt, JsonOpt
+from emceepee_cli.cli.terminal import render
 
 if TYPE_CHECKING:
     from emceepee_cli.hosts.doctor import Check

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from emceepee_cli.cli import render
+from emceepee_cli.cli.framework.options import ConfigOpt, JsonOpt
 from emceepee_cli.cli.host_entry import emceepee_entry, host_target, masked_diff
-from emceepee_cli.cli.options import ConfigOpt, JsonOpt
+from emceepee_cli.cli.terminal import render
 
 if TYPE_CHECKING:
     from emceepee_cli.hosts.catalog import Host

@@ -10,8 +10,8 @@ from typing import Any
 
 import typer
 
-from emceepee_cli.cli import render
-from emceepee_cli.cli.options import ConfigOpt, DbOpt, JsonOpt
+from emceepee_cli.cli.framework.options import ConfigOpt, DbOpt, JsonOpt
+from emceepee_cli.cli.terminal import render
 
 app = typer.Typer(
     help="The journal: its health, counts and size.", no_args_is_help=True, rich_markup_mode=None

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from emceepee_cli.cli import render
-from emceepee_cli.cli.options import DbOpt, JsonOpt
+from emceepee_cli.cli.framework.options import DbOpt, JsonOpt
+from emceepee_cli.cli.terminal import render
 
 if TYPE_CHECKING:
     from emceepee_cli.store.records import EventRow, OwnedEvent

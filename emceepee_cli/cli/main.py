@@ -22,9 +22,10 @@ import typer
 import typer.main
 
 from emceepee_cli import __version__
-from emceepee_cli.cli import coercion, render
-from emceepee_cli.cli.framework import ClickException, Command, NoArgsIsHelpError
-from emceepee_cli.cli.lazy import Lazy, LazyGroup
+from emceepee_cli.cli.framework import coercion
+from emceepee_cli.cli.framework.lazy import Lazy, LazyGroup
+from emceepee_cli.cli.framework.typer_api import ClickException, Command, NoArgsIsHelpError
+from emceepee_cli.cli.terminal import render
 from emceepee_cli.errors import EmceepeeError
 
 EXIT_INTERRUPTED = 130

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from emceepee_cli.cli import render
+from emceepee_cli.cli.terminal import render
 
 if TYPE_CHECKING:
     from emceepee_cli.config import ServerSpec

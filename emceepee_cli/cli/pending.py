@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from emceepee_cli.cli import form, render
-from emceepee_cli.cli.form import ask_form
-from emceepee_cli.cli.options import DbOpt, JsonOpt
+from emceepee_cli.cli.framework.options import DbOpt, JsonOpt
+from emceepee_cli.cli.terminal import form, render
+from emceepee_cli.cli.terminal.form import ask_form
 from emceepee_cli.clock import age
 from emceepee_cli.errors import UsageError
 

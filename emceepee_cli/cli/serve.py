@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from emceepee_cli.cli.options import ConfigOpt, DbOpt
+from emceepee_cli.cli.framework.options import ConfigOpt, DbOpt
 
 WAITING = (
     "emceepee serve is waiting for an MCP host on stdin: it speaks MCP (JSON-RPC lines), not commands.\n"

@@ -13,10 +13,10 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
-from emceepee_cli.cli import render
-from emceepee_cli.cli.framework import Context
-from emceepee_cli.cli.options import ConfigOpt, JsonOpt
+from emceepee_cli.cli.framework.options import ConfigOpt, JsonOpt
+from emceepee_cli.cli.framework.typer_api import Context
 from emceepee_cli.cli.server_rows import find_row, raw_servers, rows_of, server_row, target
+from emceepee_cli.cli.terminal import render
 
 app = typer.Typer(
     help="List, add, remove, enable and disable backend servers in the config.",

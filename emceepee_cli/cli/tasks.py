@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from emceepee_cli.cli import render
-from emceepee_cli.cli.options import DbOpt, JsonOpt
+from emceepee_cli.cli.framework.options import DbOpt, JsonOpt
+from emceepee_cli.cli.terminal import render
 from emceepee_cli.clock import age
 from emceepee_cli.errors import JournalError, NotFound, UsageError
 
@@ -133,7 +133,7 @@ def show(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
     render.fields([*describe(row), ("resume token", token)] if token else describe(row))
     if row["status"] == "completed" and row["result"]:
         from emceepee_cli.calls.call import outcome
-        from emceepee_cli.cli.results import show_result
+        from emceepee_cli.cli.terminal.results import show_result
 
         render.line("result:")
         found = outcome(row)
@@ -213,7 +213,7 @@ def result(
 ) -> None:
     """Print a finished task's result (as the backend sent it; images and files saved to --out)."""
     from emceepee_cli.calls.call import outcome
-    from emceepee_cli.cli.results import show_result
+    from emceepee_cli.cli.terminal.results import show_result
 
     row = find(open_journal(db), task_id)
     found = outcome(row)

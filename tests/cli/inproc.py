@@ -10,8 +10,9 @@ from dataclasses import dataclass
 import typer
 from typer.testing import CliRunner
 
-from emceepee_cli.cli import main, render
-from emceepee_cli.cli.framework import ClickException
+from emceepee_cli.cli import main
+from emceepee_cli.cli.framework.typer_api import ClickException
+from emceepee_cli.cli.terminal import render
 from emceepee_cli.errors import EmceepeeError
 
 

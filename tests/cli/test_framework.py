@@ -1,7 +1,7 @@
-"""emceepee imports no private module of typer, and what emceepee_cli/cli/framework.py takes from typer
-still means what it expects.
+"""emceepee imports no private module of typer, and what emceepee_cli/cli/framework/typer_api.py
+takes from typer still means what it expects.
 
-framework.py reaches click's classes as attributes of `typer.core._click`, sets a parameter's
+typer_api.py reaches click's classes as attributes of `typer.core._click`, sets a parameter's
 `_custom_shell_complete` and implements typer's `_coerce_value`. typer is pinned to one minor
 version in pyproject.toml; a new typer that moves one of these fails here, by name, before it fails
 as a broken command line.
@@ -20,8 +20,8 @@ import typer
 import typer.core
 from typer.testing import CliRunner
 
-from emceepee_cli.cli import framework
-from emceepee_cli.cli.coercion import PlainRuntimeParam
+from emceepee_cli.cli.framework import typer_api
+from emceepee_cli.cli.framework.coercion import PlainRuntimeParam
 from emceepee_cli.cli.main import command
 from tests.cli.clirun import cli
 from tests.support import ROOT
@@ -60,7 +60,7 @@ def test_typer_is_the_minor_version_the_pin_names() -> None:
 def test_no_module_of_emceepee_imports_a_private_module_of_typer() -> None:
     modules = sorted((ROOT / "emceepee_cli").rglob("*.py"))
     found = {str(path.relative_to(ROOT)): private_typer_imports(path.read_text()) for path in modules}
-    assert "emceepee_cli/cli/framework.py" in found
+    assert "emceepee_cli/cli/framework/typer_api.py" in found
     assert {path: names for path, names in found.items() if names} == {}
 
 
@@ -84,20 +84,20 @@ def test_the_import_scan_lets_public_modules_and_their_attributes_pass() -> None
 
 
 def test_clicks_classes_reached_through_typer_core_are_the_ones_typers_public_classes_build_on() -> None:
-    assert issubclass(typer.Context, framework.Context)
-    assert issubclass(typer.CallbackParam, framework.Parameter)
-    assert issubclass(typer.core.TyperOption, framework.Parameter)
-    assert issubclass(typer.core.TyperArgument, framework.Parameter)
-    assert issubclass(typer.core.TyperCommand, framework.Command)
-    assert issubclass(typer.core.TyperGroup, framework.Command)
-    assert isinstance(typer.Context(command()).make_formatter(), framework.HelpFormatter)
-    assert issubclass(typer.BadParameter, framework.UsageError)
-    assert issubclass(framework.UsageError, framework.ClickException)
-    assert issubclass(framework.NoArgsIsHelpError, framework.UsageError)
+    assert issubclass(typer.Context, typer_api.Context)
+    assert issubclass(typer.CallbackParam, typer_api.Parameter)
+    assert issubclass(typer.core.TyperOption, typer_api.Parameter)
+    assert issubclass(typer.core.TyperArgument, typer_api.Parameter)
+    assert issubclass(typer.core.TyperCommand, typer_api.Command)
+    assert issubclass(typer.core.TyperGroup, typer_api.Command)
+    assert isinstance(typer.Context(command()).make_formatter(), typer_api.HelpFormatter)
+    assert issubclass(typer.BadParameter, typer_api.UsageError)
+    assert issubclass(typer_api.UsageError, typer_api.ClickException)
+    assert issubclass(typer_api.NoArgsIsHelpError, typer_api.UsageError)
 
 
 def test_a_command_line_without_arguments_raises_the_error_the_boundary_turns_into_help() -> None:
-    with pytest.raises(framework.NoArgsIsHelpError):
+    with pytest.raises(typer_api.NoArgsIsHelpError):
         command().main(args=[], prog_name="emceepee", standalone_mode=False)
     shown = cli()
     assert shown.code == 0 and shown.out.startswith("Usage: emceepee [OPTIONS] COMMAND")
@@ -110,7 +110,7 @@ def test_typers_resolution_without_suggestions_is_clicks_own() -> None:
     ctx = typer.Context(group, info_name="g")
     name, found, rest = group.resolve_command(ctx, ["paths", "--json"])
     assert name == "paths" and found is group.commands["paths"] and rest == ["--json"]
-    with pytest.raises(framework.UsageError) as raised:
+    with pytest.raises(typer_api.UsageError) as raised:
         group.resolve_command(ctx, ["path"])
     assert raised.value.message == "No such command 'path'."
 
@@ -126,7 +126,7 @@ def test_a_completer_set_on_a_parameter_is_the_one_a_tab_press_asks() -> None:
     root = command()
     ctx = typer.Context(root, info_name="emceepee")
     param = next(p for p in root.params if p.name == "verbose")
-    framework.set_completer(param, lambda c, p, incomplete: [framework.CompletionItem(incomplete + "!")])
+    typer_api.set_completer(param, lambda c, p, incomplete: [typer_api.CompletionItem(incomplete + "!")])
     assert [item.value for item in param.shell_complete(ctx, "a")] == ["a!"]
 
 
@@ -134,11 +134,11 @@ def test_typers_completion_offers_the_completion_items_named_here() -> None:
     root = command()
     offered = root.shell_complete(typer.Context(root, info_name="emceepee"), "pa")
     assert [item.value for item in offered] == ["paths"]
-    assert all(isinstance(item, framework.CompletionItem) for item in offered)
+    assert all(isinstance(item, typer_api.CompletionItem) for item in offered)
 
 
 def test_the_converter_builder_emceepee_wraps_is_the_one_typer_calls() -> None:
-    builder = framework.runtime_param_builder()
+    builder = typer_api.runtime_param_builder()
     assert getattr(builder, "emceepee_plain", False), "coercion.install() wrapped typer's builder"
     assert cli("paths", "--json").code == 0
 
@@ -147,7 +147,7 @@ def test_typer_converts_a_plain_value_through_emceepees_conversion(monkeypatch: 
     seen: list[Any] = []
     convert_value = PlainRuntimeParam.convert_value
 
-    def watched(self: PlainRuntimeParam, value: Any, param: Any, ctx: framework.Context) -> Any:
+    def watched(self: PlainRuntimeParam, value: Any, param: Any, ctx: typer_api.Context) -> Any:
         seen.append(value)
         return convert_value(self, value, param, ctx)
 
@@ -162,5 +162,5 @@ def test_typer_converts_a_plain_value_through_emceepees_conversion(monkeypatch: 
 
 
 def test_the_completion_script_is_typers() -> None:
-    script = framework.completion_script("emceepee", "_EMCEEPEE_COMPLETE", "bash")
+    script = typer_api.completion_script("emceepee", "_EMCEEPEE_COMPLETE", "bash")
     assert "_EMCEEPEE_COMPLETE=complete_bash" in script

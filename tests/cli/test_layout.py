@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from emceepee_cli.cli import layout
+from emceepee_cli.cli.terminal import layout
 from tests.cli.clirun import cli
 from tests.support import Terminal, write_config
 

@@ -103,12 +103,14 @@ def test_help_lists_every_command_without_importing_any(tmp_path: Path) -> None:
     *shown, loaded = done.stdout.strip().splitlines()
     assert all(f"  {name}" in "\n".join(shown) for name in COMMANDS)
     assert ast.literal_eval(loaded) == [
-        "emceepee_cli.cli.coercion",
         "emceepee_cli.cli.framework",
-        "emceepee_cli.cli.layout",
-        "emceepee_cli.cli.lazy",
+        "emceepee_cli.cli.framework.coercion",
+        "emceepee_cli.cli.framework.lazy",
+        "emceepee_cli.cli.framework.typer_api",
         "emceepee_cli.cli.main",
-        "emceepee_cli.cli.render",
+        "emceepee_cli.cli.terminal",
+        "emceepee_cli.cli.terminal.layout",
+        "emceepee_cli.cli.terminal.render",
     ]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from emceepee_cli.cli.reference import markdown
+from emceepee_cli.cli.framework.reference import markdown
 from tests.support import ROOT
 
 

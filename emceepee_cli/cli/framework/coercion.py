@@ -16,7 +16,7 @@ from typing import Any, get_args, get_origin
 
 import typer
 
-from emceepee_cli.cli.framework import (
+from emceepee_cli.cli.framework.typer_api import (
     Context,
     Conversion,
     RuntimeParam,

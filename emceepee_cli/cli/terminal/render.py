@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-from emceepee_cli.cli import layout
+from emceepee_cli.cli.terminal import layout
 from emceepee_cli.errors import EmceepeeError
 
 _STYLES = {"bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36", "dim": "2"}

@@ -19,7 +19,7 @@ import typer.main
 from typer.core import TyperCommand, TyperGroup
 from typer.models import TyperInfo
 
-from emceepee_cli.cli.framework import Command, Context, HelpFormatter, UsageError
+from emceepee_cli.cli.framework.typer_api import Command, Context, HelpFormatter, UsageError
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Lazy:
             single = typer.Typer(add_completion=False, rich_markup_mode=None)
             single.command(name, **self.settings)(obj)
             command = typer.main.get_command(single)
-        from emceepee_cli.cli import complete
+        from emceepee_cli.cli.framework import complete
 
         complete.attach(command, (name,))
         return command

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import typer
 from typer.core import TyperGroup
 
-from emceepee_cli.cli.framework import Command
+from emceepee_cli.cli.framework.typer_api import Command
 
 HEADER = """# emceepee command reference
 

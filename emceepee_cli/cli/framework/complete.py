@@ -15,7 +15,14 @@ from typing import Any
 
 from typer.core import TyperGroup
 
-from emceepee_cli.cli.framework import Command, Completer, CompletionItem, Context, Parameter, set_completer
+from emceepee_cli.cli.framework.typer_api import (
+    Command,
+    Completer,
+    CompletionItem,
+    Context,
+    Parameter,
+    set_completer,
+)
 
 
 def _given(ctx: Context, name: str) -> Any:

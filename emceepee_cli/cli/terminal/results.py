@@ -13,7 +13,7 @@ import mimetypes
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from emceepee_cli.cli import render
+from emceepee_cli.cli.terminal import render
 
 if TYPE_CHECKING:
     import mcp_types as types

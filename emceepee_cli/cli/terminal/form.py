@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from emceepee_cli.cli import render
+from emceepee_cli.cli.terminal import render
 
 SKIP = object()
 
