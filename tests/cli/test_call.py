@@ -150,3 +150,32 @@ def test_a_tool_the_config_denies_is_hidden_and_refused_from_the_cli_too(tmp_pat
     names = [t["name"] for t in listed.json()["servers"][0]["tools"]]
     assert "echo" in names and "fail" not in names
     assert called.code != 0 and "denied by emceepee's config" in called.err
+
+
+def test_call_is_admitted_by_the_rule_serve_uses_deny_then_listed_then_schema(tmp_path: Path) -> None:
+    record = tmp_path / "chain.log"
+    table = example_table(
+        "chain", "chain.py", env={"EMCEEPEE_EXAMPLE_LOG": str(record)}, tools={"deny": ["delete_*"]}
+    )
+    config = str(write_config(tmp_path / "chain.toml", table))
+    denied = cli("call", "chain", "delete_draft", "draft_id=d", "--config", config, "--json")
+    unlisted = cli("call", "chain", "step_d", "--config", config, "--json")
+    mistyped = cli("call", "chain", "step_b", "--args", '{"value": 42}', "--config", config, "--json")
+    assert denied.code == 2 and denied.json()["error"] == {
+        "type": "ToolDenied",
+        "message": "chain.delete_draft is denied by emceepee's config "
+        "([servers.chain] tools.deny = ['delete_*'] ('delete_*' matches)). Nothing was sent.",
+        "hint": "Ask the user to change the config if it should be callable.",
+    }
+    assert unlisted.code == 2 and unlisted.json()["error"] == {
+        "type": "NotFound",
+        "message": "Backend 'chain' has no tool 'step_d'. Did you mean: step_c, step_b, step_a?",
+        "hint": "List its tools with list_tools(server='chain').",
+    }
+    assert mistyped.code == 2 and mistyped.json()["error"] == {
+        "type": "UsageError",
+        "message": "Arguments for chain.step_b do not match its input schema:\n"
+        "- args: 'via' is a required property\n- args.value: 42 is not of type 'string'",
+        "hint": "Nothing was sent. See the schema with: emceepee tools chain --pattern '^step_b$' --json",
+    }
+    assert not record.exists()  # no call reached the backend
