@@ -13,6 +13,9 @@ only after every check a direct call gets, in this order; the first that fails s
     depth_limit         max_chain_depth calls in all, the first included, were made
     approval_declined   an approval (confirm, confirm_destructive) was declined; or expired
 
+`denied`, `unknown_tool` and `invalid_arguments` are the admission rule every call passes
+(calls/admission.py), said as a stop.
+
 A stop is never silent: the host gets the last result, untouched, plus one text block
 `{"tool_chain": {steps, stopped}}` saying why, what was suggested and how to make the call.
 
@@ -34,14 +37,12 @@ from typing import Any, Protocol
 import anyio
 import mcp_types as types
 
-from emceepee_cli import schema
 from emceepee_cli.backends.backend import Backend
-from emceepee_cli.calls import policy
+from emceepee_cli.calls import admission, policy
 from emceepee_cli.calls.policy import Follow
 from emceepee_cli.calls.resume import NEXT_TOKEN
 from emceepee_cli.clock import now_iso
 from emceepee_cli.config import Defaults, ServerSpec
-from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.store.records import PendingRow, StepRow
 from emceepee_cli.store.unreadable import UnreadableRow
 
@@ -277,26 +278,9 @@ class Chain:
     async def _refusal(self, tool: str, args: dict[str, Any]) -> Stop | None:
         """Why the suggested call may not be made (None: it may), approval included."""
         suggested = _shown({"tool": tool, "arguments": args})
-        rule = policy.denied_by(self.spec, tool)
-        if rule is not None:
-            return Stop(
-                "denied", f"Not called: {tool} is denied by emceepee's config ({rule}).", suggested, how=False
-            )
-        listed = await self._listed(tool)
-        if listed is None:
-            names = [n for n in self.backend.offer.tools if policy.visible(self.spec, n)]
-            close = difflib.get_close_matches(tool, names, n=3)
-            near = f" Closest: {', '.join(close)}." if close else ""
-            return Stop(
-                "unknown_tool", f"Not called: '{self.server}' has no tool '{tool}'.{near}", suggested, False
-            )
-        wrong = schema.problems(args, listed.input_schema)
-        if wrong:
-            return Stop(
-                "invalid_arguments",
-                f"Not called: the arguments for {tool} do not match its input schema: " + "; ".join(wrong),
-                suggested,
-            )
+        verdict = await admission.admit(self.backend, tool, args)
+        if not isinstance(verdict, admission.Admitted):
+            return self._refused(verdict, suggested)
         earlier = next(
             (s for s in self.calls if (s.tool, _canonical(s.args)) == (tool, _canonical(args))), None
         )
@@ -314,7 +298,7 @@ class Chain:
                 f"{self.follow.max_chain_depth} calls (the first included).",
                 suggested,
             )
-        reason = policy.approval_reason(self.spec, self.defaults, listed)
+        reason = policy.approval_reason(self.spec, self.defaults, verdict.tool)
         if reason is None:
             return None
         step = Step(len(self.steps) + 1, "chain", tool, args)
@@ -327,11 +311,21 @@ class Chain:
             f"approval_{why}", f"Not called: its approval ({reason}) was {row['status']}{who}.", suggested
         )
 
-    async def _listed(self, tool: str) -> types.Tool | None:
-        try:
-            return await self.backend.tool(tool)
-        except EmceepeeError:
-            return None
+    def _refused(self, refusal: admission.Refusal, suggested: dict[str, Any]) -> Stop:
+        """The stop for a suggested call the admission rule refused (calls/admission.py)."""
+        match refusal:
+            case admission.Denied(tool=tool, rule=rule):
+                message = f"Not called: {tool} is denied by emceepee's config ({rule})."
+                return Stop("denied", message, suggested, how=False)
+            case admission.Unlisted(tool=tool):
+                names = [n for n in self.backend.offer.tools if policy.visible(self.spec, n)]
+                close = difflib.get_close_matches(tool, names, n=3)
+                near = f" Closest: {', '.join(close)}." if close else ""
+                message = f"Not called: '{self.server}' has no tool '{tool}'.{near}"
+                return Stop("unknown_tool", message, suggested, how=False)
+            case admission.Invalid(tool=tool, problems=problems):
+                message = f"Not called: the arguments for {tool} do not match its input schema: "
+                return Stop("invalid_arguments", message + "; ".join(problems), suggested)
 
     # ---- what the host gets --------------------------------------------------------------
 

@@ -17,12 +17,11 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from emceepee_cli import schema
 from emceepee_cli.backends import listing, transport
 from emceepee_cli.backends.backend import Backend, BackendSink, Status, configured_roots, leaves
-from emceepee_cli.calls import policy
+from emceepee_cli.calls import admission, policy
 from emceepee_cli.config import ServerSpec
-from emceepee_cli.errors import BackendError, UsageError
+from emceepee_cli.errors import BackendError
 
 READY_WAIT_S = 30.0  # first runs of `uvx`/`npx` download packages before answering
 KEPT_LINES = 50  # of each backend's stderr and log messages
@@ -150,20 +149,15 @@ def tool_listing(backends: Iterable[Backend], pattern: str | None) -> dict[str, 
     return {"servers": groups}
 
 
-def check_allowed(backend: Backend, tool: str) -> None:
-    """A tool the config denies is refused here too, before anything else (the person at the
-    terminal approves any other by running the command)."""
-    policy.refuse_denied(backend.spec, tool)
-
-
-def check_args(server: str, tool: types.Tool, args: dict[str, Any]) -> None:
-    wrong = schema.problems(args, tool.input_schema)
-    if wrong:
-        raise UsageError(
-            f"Arguments for {server}.{tool.name} do not match its input schema:\n- " + "\n- ".join(wrong),
-            hint=f"Nothing was sent. See the schema with: "
-            f"emceepee tools {server} --pattern '^{tool.name}$' --json",
-        )
+async def admit(backend: Backend, tool: str, args: admission.Arguments) -> dict[str, Any]:
+    """The call's arguments, once the admission rule (calls/admission.py) lets it be sent; a refusal
+    says where to see the schema from a terminal. A tool the config denies is refused here too (the
+    person at the terminal approves any other by running the command)."""
+    verdict = await admission.admit(backend, tool, args)
+    if not isinstance(verdict, admission.Admitted):
+        schema = f"emceepee tools {backend.name} --pattern '^{tool}$' --json"
+        raise admission.refused(verdict, schema_hint=f"Nothing was sent. See the schema with: {schema}")
+    return verdict.args
 
 
 async def call(

@@ -42,11 +42,16 @@ def visible(spec: ServerSpec, tool: str) -> bool:
 def refuse_denied(spec: ServerSpec, tool: str) -> None:
     rule = denied_by(spec, tool)
     if rule is not None:
-        raise ToolDenied(
-            f"{spec.name}.{tool} is denied by emceepee's config ([servers.{spec.name}] {rule}). "
-            "Nothing was sent.",
-            hint="Ask the user to change the config if it should be callable.",
-        )
+        raise denial(spec, tool, rule)
+
+
+def denial(spec: ServerSpec, tool: str, rule: str) -> ToolDenied:
+    """The error for a call of `tool` that `rule` (from `denied_by`) denies."""
+    return ToolDenied(
+        f"{spec.name}.{tool} is denied by emceepee's config ([servers.{spec.name}] {rule}). "
+        "Nothing was sent.",
+        hint="Ask the user to change the config if it should be callable.",
+    )
 
 
 def approval_reason(spec: ServerSpec, defaults: Defaults, tool: types.Tool) -> str | None:

@@ -159,10 +159,9 @@ def call(
                     f"See how it is started: emceepee servers show {server} (emceepee doctor checks it too)."
                 )
                 raise BackendUnavailable(exc.message, hint=hint) from None
-            oneshot.check_allowed(backend, tool)
-            spec = await backend.tool(tool)
-            arguments = given | asking.pairs_for(spec.input_schema, pairs or [])
-            oneshot.check_args(server, spec, arguments)
+            arguments = await oneshot.admit(
+                backend, tool, lambda listed: given | asking.pairs_for(listed.input_schema, pairs or [])
+            )
             try:
                 return await oneshot.call(backend, tool, arguments, asking.ask, asking.progress)
             finally:

@@ -18,13 +18,13 @@ import anyio
 import mcp_types as types
 
 from emceepee_cli import config as config_mod
-from emceepee_cli import patterns, schema
+from emceepee_cli import patterns
 from emceepee_cli.backends import transport
 from emceepee_cli.backends.backend import Backend, BackendSink, Status, StopReason
 from emceepee_cli.backends.listing import dump, tool_json
 from emceepee_cli.backends.notifications import Heard
 from emceepee_cli.backends.start_limit import StartSlots
-from emceepee_cli.calls import policy
+from emceepee_cli.calls import admission, policy
 from emceepee_cli.calls.call import Relay
 from emceepee_cli.calls.tasks import Outcome, Tasks
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec, reload
@@ -268,25 +268,22 @@ class Servers:
         `follow`: the per-call follow_next_tool, auto_resume and resume_token (calls/chain.py), and
         whether the call came by the fast lane (`fast`, calls/raw_step.py)."""
         backend = self.backend(server)
-        policy.refuse_denied(backend.spec, tool)
+        policy.refuse_denied(backend.spec, tool)  # at once, even while the backend starts
+        check = functools.partial(self._admit, backend, tool, args)
         if backend.starting:
-            check = functools.partial(self._check_call, backend, tool, args)
             return await self.tasks.execute(backend, tool, args, timeout_ms, relay, check, **follow)
         backend.require_session()
-        await self._check_call(backend, tool, args)
+        await check()
         return await self.tasks.execute(backend, tool, args, timeout_ms, relay, **follow)
 
-    async def _check_call(self, backend: Backend, tool: str, args: dict[str, Any] | None) -> None:
-        """Refuse an unknown tool, or arguments its input schema rejects, before anything is sent."""
-        server = backend.name
-        spec = await backend.tool(tool)
-        wrong = schema.problems(args or {}, spec.input_schema)
-        if wrong:
-            raise UsageError(
-                f"Arguments for {server}.{tool} do not match its input schema:\n- " + "\n- ".join(wrong),
-                hint=f"Nothing was sent to '{server}'. Fix the fields named; "
-                f"list_tools(server='{server}') shows the schema.",
-            )
+    async def _admit(self, backend: Backend, tool: str, args: dict[str, Any] | None) -> None:
+        """Refuse the call, before anything is sent, as the admission rule says (calls/admission.py)."""
+        verdict = await admission.admit(backend, tool, args or {})
+        if not isinstance(verdict, admission.Admitted):
+            server = backend.name
+            hint = f"Nothing was sent to '{server}'. Fix the fields named; "
+            hint += f"list_tools(server='{server}') shows the schema."
+            raise admission.refused(verdict, schema_hint=hint)
 
     # ---- resources and prompts -------------------------------------------------------------
 
