@@ -1,9 +1,15 @@
-"""The input rounds of a 2026-07-28 call: its questions parked, its state journaled, the answers.
+"""The input rounds of a 2026-07-28 call: the loop that answers them, and serve's way to answer.
 
 A backend speaking 2026-07-28 answers a call that needs input with an `InputRequiredResult`: the
-questions (exactly this call's) and an opaque `requestState`. Each round's questions are parked
-like any other; the state and the round number are journaled with the task, so that a `serve`
-that adopts the call after a restart (`last_round`) can answer that round and call again.
+questions (exactly this call's) and an opaque `requestState`. `until_result` sends the call again
+with the round's answers and state until a result comes; a round without questions ("poll
+again") is sent again after a pause that grows with the rounds. It is the one loop for every
+caller, which brings its own `Answer`: serve's calls (calls/steps.py) use `Rounds.answer`, and a
+one-shot `emceepee call` (calls/oneshot.py) asks at the terminal.
+
+`Rounds.answer` parks each round's questions like any other; the state and the round number are
+journaled with the task, so that a `serve` that adopts the call after a restart (`last_round`)
+can answer that round and call again.
 """
 
 from __future__ import annotations
@@ -24,6 +30,44 @@ from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import Kind
 
 KINDS: dict[type, Kind] = {types.ElicitRequest: Kind.ELICITATION, types.CreateMessageRequest: Kind.SAMPLING}
+POLL_PAUSE_S = 0.05  # before sending a "poll again" round: this, times the round's number…
+POLL_PAUSE_MAX_S = 0.25  # …up to this
+
+# The call's result (or its next round), and the resume token the result carries (if any).
+Reply = tuple[types.CallToolResult | types.InputRequiredResult, str | None]
+# One tools/call of the call, with the last round's answers and request state (None the first time).
+Send = Callable[[types.InputResponses | None, str | None], Awaitable[Reply]]
+# The answers to one round's questions, given its request state and its number (1, 2, …).
+Answer = Callable[[types.InputRequests, str | None, int], Awaitable[types.InputResponses]]
+
+
+async def until_result(
+    send: Send,
+    answer: Answer,
+    *,
+    state: str | None = None,
+    responses: types.InputResponses | None = None,
+    number: int = 0,
+) -> tuple[types.CallToolResult, str | None]:
+    """Send the call, answering its input rounds, until the backend gives a result (with its resume
+    token). A call taken up after a restart starts from its last round's `state`, `responses` and
+    `number`."""
+    while True:
+        result, token = await send(responses, state)
+        if isinstance(result, types.CallToolResult):
+            return result, token
+        number += 1
+        state = result.request_state
+        if result.input_requests:
+            responses = await answer(result.input_requests, state, number)
+        else:  # "poll again"
+            responses = None
+            await anyio.sleep(poll_pause_s(number))
+
+
+def poll_pause_s(number: int) -> float:
+    """How long to wait before sending round `number`'s "poll again": longer as the rounds go on."""
+    return min(POLL_PAUSE_S * number, POLL_PAUSE_MAX_S)
 
 
 @dataclass(frozen=True)

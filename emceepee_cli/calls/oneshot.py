@@ -19,13 +19,12 @@ import mcp_types as types
 
 from emceepee_cli.backends import listing, transport
 from emceepee_cli.backends.backend import Backend, BackendSink, Status, configured_roots, leaves
-from emceepee_cli.calls import admission, policy
+from emceepee_cli.calls import admission, input_rounds, policy
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.errors import BackendError
 
 READY_WAIT_S = 30.0  # first runs of `uvx`/`npx` download packages before answering
 KEPT_LINES = 50  # of each backend's stderr and log messages
-POLL_PAUSE_S = (0.05, 0.25)  # a 2026-07-28 "poll again" round: first and longest pause
 
 # (server, "elicitation" | "sampling", the request's params) -> the answer's JSON, or None to refuse.
 Ask = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
@@ -163,13 +162,11 @@ async def admit(backend: Backend, tool: str, args: admission.Arguments) -> dict[
 async def call(
     backend: Backend, tool: str, args: dict[str, Any], ask: Ask, progress: Progress
 ) -> types.CallToolResult:
-    """Call the tool; answer a 2026-07-28 backend's input rounds with `ask` until it returns a result."""
-    state: str | None = None
-    responses: dict[str, Any] | None = None
-    rounds = 0
-    while True:
+    """Call the tool; answer a 2026-07-28 backend's input rounds with `ask` until it returns a result
+    (calls/input_rounds.py)."""
 
-        async def send(session: Any, responses: Any = responses, state: str | None = state) -> Any:
+    async def send(responses: types.InputResponses | None, state: str | None) -> input_rounds.Reply:
+        async def request(session: Any) -> Any:
             return await session.call_tool(
                 tool,
                 args,
@@ -179,20 +176,18 @@ async def call(
                 allow_input_required=True,
             )
 
-        result = await backend.request(f"tools/call '{tool}'", send)
-        if isinstance(result, types.CallToolResult):
-            return result
-        if not isinstance(result, types.InputRequiredResult):
+        result = await backend.request(f"tools/call '{tool}'", request)
+        if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
             raise BackendError(
                 f"Backend '{backend.name}' answered tools/call '{tool}' with an unknown result type."
             )
-        rounds += 1
-        state = result.request_state
-        responses = (
-            await _answers(backend.name, result.input_requests or {}, ask) if result.input_requests else None
-        )
-        if responses is None:  # "poll again"
-            await anyio.sleep(min(POLL_PAUSE_S[0] * rounds, POLL_PAUSE_S[1]))
+        return result, None
+
+    async def answer(requests: types.InputRequests, state: str | None, number: int) -> types.InputResponses:
+        return await _answers(backend.name, requests, ask)
+
+    result, _ = await input_rounds.until_result(send, answer)
+    return result
 
 
 async def _answers(server: str, requests: dict[str, Any], ask: Ask) -> dict[str, Any]:

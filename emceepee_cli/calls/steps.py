@@ -20,7 +20,7 @@ from emceepee_cli.backends.backend import Backend
 from emceepee_cli.calls import backend_tasks, raw_step, resume
 from emceepee_cli.calls.call import Call, CallState
 from emceepee_cli.calls.chain import Step
-from emceepee_cli.calls.input_rounds import Round, Rounds
+from emceepee_cli.calls.input_rounds import Reply, Round, Rounds, until_result
 from emceepee_cli.calls.recorder import Recorder
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.runtime import Runtime
@@ -61,7 +61,8 @@ class Stepper:
         return f"<Stepper {self.call!r} steps={len(self.steps)}>"
 
     async def call_step(self, step: Step, token: str | None) -> tuple[types.CallToolResult, str | None]:
-        """Call the step's tool; for a 2026-07-28 backend, answer its input rounds until it returns."""
+        """Call the step's tool; for a 2026-07-28 backend, answer its input rounds until it returns
+        (calls/input_rounds.py): each round's questions parked, the round journaled."""
         state: str | None = None
         responses: types.InputResponses | None = None
         number = 0
@@ -70,21 +71,14 @@ class Stepper:
             responses = await self.rounds.collect(self.resume_round.asked)
             self.resume_round = None
             await self.backend.wait_ready(self.ready_wait_s)
-        listed = self.backend.offer.tools.get(step.tool)
-        while True:
-            send = functools.partial(self._send, step, token, resume.declares_token(listed), responses, state)
-            result, next_token = await self.backend.request(f"tools/call '{step.tool}'", send)
-            if isinstance(result, types.CallToolResult):
-                return result, next_token
-            number += 1
-            state = result.request_state
-            if not result.input_requests:  # "poll again"
-                await anyio.sleep(min(0.05 * number, 0.25))
-                responses = None
-                continue
-            responses = await self.rounds.answer(
-                self.call, result.input_requests, state, number, self.recorder.promote
-            )
+        in_arguments = resume.declares_token(self.backend.offer.tools.get(step.tool))
+
+        async def send(responses: types.InputResponses | None, state: str | None) -> Reply:
+            request = functools.partial(self._send, step, token, in_arguments, responses, state)
+            return await self.backend.request(f"tools/call '{step.tool}'", request)
+
+        answer = functools.partial(self.rounds.answer, self.call, promote=self.recorder.promote)
+        return await until_result(send, answer, state=state, responses=responses, number=number)
 
     async def _send(
         self,
