@@ -273,7 +273,7 @@ async def answer_latency(mux: Client, home: Path) -> list[float]:
             size = log.stat().st_size if log.exists() else 0
             started = time.perf_counter()
             settle = functools.partial(
-                journal.settle_pending, request_id, "accepted", answer=answer, by="cli"
+                journal.pending.settle, request_id, "accepted", answer=answer, by="cli"
             )
             await anyio.to_thread.run_sync(settle)
             while not log.exists() or log.stat().st_size == size:  # noqa: ASYNC110 - polling the log is the measurement

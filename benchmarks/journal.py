@@ -187,47 +187,47 @@ def median_ms(fn: Callable[[], object], repeat: int) -> float:
 def queries(path: Path) -> dict[str, Callable[[], object]]:
     """The journal work behind each listing, each on its own connection (as each process has one)."""
     serve = Journal(path)
-    serve.owner = LIVE
-    first = serve.task_page(TaskFilter(include_finished=True), None, 50)
-    newest = serve.task_page(TaskFilter(status="completed"), None, 1)["tasks"][0]["task_id"]
+    serve.connection.owner = LIVE
+    first = serve.tasks.page(TaskFilter(include_finished=True), None, 50)
+    newest = serve.tasks.page(TaskFilter(status="completed"), None, 1)["tasks"][0]["task_id"]
 
     def cli_tasks_list() -> object:
         journal = open_journal(path)
         try:
-            return journal.task_page(TaskFilter(include_finished=True), None, 50)
+            return journal.tasks.page(TaskFilter(include_finished=True), None, 50)
         finally:
             journal.close()
 
     def cli_pending() -> object:
         journal = open_journal(path)
         try:
-            return journal.pending_rows()
+            return journal.pending.rows()
         finally:
             journal.close()
 
     def serve_start() -> object:
-        serve.interrupt_orphans()
-        serve.adopt_orphans(LIVE)
-        return serve.dead_instances()
+        serve.instances.interrupt_orphans()
+        serve.instances.adopt_orphans(LIVE)
+        return serve.instances.dead()
 
     return {
         "unpaged, as before: include_completed": lambda: json.dumps(
-            [task_json(r) for r in serve.tasks(include_finished=True)]
+            [task_json(r) for r in serve.tasks.rows(include_finished=True)]
         ),
-        "list_tasks (working)": lambda: serve.task_page(TaskFilter(), None, 50),
-        "list_tasks include_completed, page 1": lambda: serve.task_page(
+        "list_tasks (working)": lambda: serve.tasks.page(TaskFilter(), None, 50),
+        "list_tasks include_completed, page 1": lambda: serve.tasks.page(
             TaskFilter(include_finished=True), None, 50
         ),
-        "list_tasks include_completed, page 2": lambda: serve.task_page(
+        "list_tasks include_completed, page 2": lambda: serve.tasks.page(
             TaskFilter(include_finished=True), first["next_cursor"], 50
         ),
-        "list_tasks server=git, page 1": lambda: serve.task_page(
+        "list_tasks server=git, page 1": lambda: serve.tasks.page(
             TaskFilter(server="git", include_finished=True), None, 50
         ),
-        "list_tasks status=failed, page 1": lambda: serve.task_page(TaskFilter(status="failed"), None, 50),
+        "list_tasks status=failed, page 1": lambda: serve.tasks.page(TaskFilter(status="failed"), None, 50),
         "emceepee tasks list --all": cli_tasks_list,
         "emceepee pending": cli_pending,
-        "get_task by 8-char prefix": lambda: serve.resolve_task(newest[:8]),
+        "get_task by 8-char prefix": lambda: serve.tasks.resolve(newest[:8]),
         "serve start (settle, adopt)": serve_start,
     }
 
@@ -240,9 +240,9 @@ def purge(path: Path) -> dict[str, float]:
     the batches' and steps' times (what serve's other journal work may wait behind) and the file's size."""
     journal = Journal(path)
     before = size(path)
-    batches = timed_until_zero(lambda: journal.purge_batch(RETENTION_S))
+    batches = timed_until_zero(lambda: journal.retention.purge_batch(RETENTION_S))
     purged = size(path)
-    steps = timed_until_zero(journal.compact)
+    steps = timed_until_zero(journal.retention.compact)
     journal.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     journal.close()
     return {
@@ -285,9 +285,9 @@ def steady(folder: Path, events: int) -> list[float]:
         end = first + timedelta(days=day)
         build(path, events, end=end, days=1)
         journal = Journal(path)
-        while journal.purge_batch(RETENTION_S, now=end):
+        while journal.retention.purge_batch(RETENTION_S, now=end):
             pass
-        while journal.compact():
+        while journal.retention.compact():
             pass
         journal.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         journal.close()

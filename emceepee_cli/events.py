@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec
+from typing import Any, ParamSpec
 
 import anyio
 
@@ -33,7 +33,6 @@ from emceepee_cli.clock import now_iso
 from emceepee_cli.ids import new_id
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import Event, OwnedEvent
 
 EVENTS_KEPT = 1000
@@ -78,7 +77,7 @@ class Events:
         if coalesce is not None:
             self._coalescing[coalesce] = event
             self._keys[event["event_id"]] = coalesce
-        self._write(Journal.add_event, self._owned(event))
+        self._write(self.journal.sync.events.add, self._owned(event))
         self._wake()
         return event
 
@@ -94,13 +93,13 @@ class Events:
             event = self._undelivered.popleft()
             self._forget(event)
             if event["data"].get("count", 1) > 1:  # journaled with the count it had then
-                self._write(Journal.update_event_data, event["event_id"], event["data"])
+                self._write(self.journal.sync.events.update_data, event["event_id"], event["data"])
             taken.append(event)
         self.handed_out += len(taken)
         own = [e["event_id"] for e in taken if not e.get("replayed")]
         if own:
             self.delivered = own[-1]
-            self._write(Journal.set_cursor, self.instance_id, self.delivered)
+            self._write(self.journal.sync.events.set_cursor, self.instance_id, self.delivered)
         if self._undelivered:  # held back, not lost: say so, so the model knows to ask again
             taken.append(self._waiting_note())
         return taken
@@ -117,7 +116,7 @@ class Events:
             return []
         await self.written(WRITTEN_WAIT_S)
         return await self.journal.run(
-            Journal.events_between, self.instance_id, event_id, self.delivered, limit
+            self.journal.sync.events.between, self.instance_id, event_id, self.delivered, limit
         )
 
     async def wait(self, timeout_s: float) -> bool:
@@ -138,7 +137,7 @@ class Events:
             while self._unwritten:
                 await self._written.wait()
 
-    def _write(self, fn: Callable[Concatenate[Journal, P], None], *args: P.args, **kwargs: P.kwargs) -> None:
+    def _write(self, fn: Callable[P, None], *args: P.args, **kwargs: P.kwargs) -> None:
         """A journal write nobody waits for (still in order, on the journal's one thread)."""
         self._unwritten += 1
 
@@ -151,7 +150,7 @@ class Events:
                     self._written.set()
                     self._written = anyio.Event()
 
-        self.runtime.spawn(write, name=f"journal {fn.__name__}")
+        self.runtime.spawn(write, name=f"journal {fn.__qualname__}")
 
     def _owned(self, event: Event) -> OwnedEvent:
         """The event as journaled; its data is the same dict, so the count it has when written is kept."""
@@ -183,5 +182,5 @@ class Events:
             "(the journal keeps them)",
         }
         event = Event(event_id=new_id(), type="events_dropped", server=None, created_at=now_iso(), data=data)
-        self._write(Journal.add_event, self._owned(event))
+        self._write(self.journal.sync.events.add, self._owned(event))
         return event

@@ -11,13 +11,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Concatenate, ParamSpec, TypeVarTuple
+from typing import ParamSpec, TypeVarTuple
 
 import anyio.abc
 
 from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.journal import Journal
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +49,7 @@ class Runtime:
     def write(
         self,
         journal: AsyncJournal,
-        fn: Callable[Concatenate[Journal, P], object],
+        fn: Callable[P, object],
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> None:
@@ -59,7 +58,7 @@ class Runtime:
         async def work() -> None:
             await journal.run(fn, *args, **kwargs)
 
-        self.spawn(self.guarded, work, name=f"journal {getattr(fn, '__name__', 'write')}")
+        self.spawn(self.guarded, work, name=f"journal {getattr(fn, '__qualname__', 'write')}")
 
     def journal_failed(self, exc: EmceepeeError) -> None:
         """Log a journal failure; the same one again only every JOURNAL_ERROR_EVERY_S."""

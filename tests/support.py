@@ -124,13 +124,13 @@ def status_of(row: TaskRow | PendingRow | None) -> str:
 
 
 def as_task_row(fields: Mapping[str, object]) -> TaskRow:
-    """`fields` as a row for Journal.insert_task: a test names only the columns it is about (the
+    """`fields` as a row for the journal's `tasks.insert`: a test names only the columns it is about (the
     others stay NULL) and may give a JSON column as a dict (sqlite-utils writes it as JSON)."""
     return cast(TaskRow, dict(fields))
 
 
 def as_pending_row(fields: Mapping[str, object]) -> PendingRow:
-    """`fields` as a row for Journal.insert_pending, as `as_task_row` makes a task's."""
+    """`fields` as a row for the journal's `pending.insert`, as `as_task_row` makes a task's."""
     return cast(PendingRow, dict(fields))
 
 

@@ -38,7 +38,6 @@ from emceepee_cli import processes
 from emceepee_cli.backends.process import ProcessInfo
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.journal import Journal
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +143,8 @@ class Descendants:
             backend.descendants.add(proc)
         if proc.start is not None:
             seen.journaled = True
-            self.runtime.write(
-                self.journal, Journal.add_spawned, self.instance_id, seen.server, proc.pid, proc.start
-            )
+            spawned = self.journal.sync.spawned
+            self.runtime.write(self.journal, spawned.add, self.instance_id, seen.server, proc.pid, proc.start)
 
     def _forget(self, proc: processes.Proc) -> None:
         seen = self.seen.pop(proc)
@@ -155,7 +153,7 @@ class Descendants:
         for _, info in self.backends.values():
             info.descendants.discard(proc)
         if seen.journaled:
-            self.runtime.write(self.journal, Journal.forget_spawned, self.instance_id, proc.pid)
+            self.runtime.write(self.journal, self.journal.sync.spawned.forget, self.instance_id, proc.pid)
 
     async def sweep(self) -> None:
         """At shutdown: stop whatever is still below serve, bounded; forget what is gone."""
@@ -184,7 +182,7 @@ class Descendants:
 
     async def _forget_row(self, pid: int) -> None:
         async def work() -> None:
-            await self.journal.run(Journal.forget_spawned, self.instance_id, pid)
+            await self.journal.run(self.journal.sync.spawned.forget, self.instance_id, pid)
 
         await self.runtime.guarded(work)
 

@@ -4,7 +4,7 @@
 stopped it. A row still there after its instance died means that serve never got to stop it
 (killed with SIGKILL, a crash, a power cut) and the backend ignored both stdin EOF and the
 parent-death signal. Any later `serve` or CLI command stops such a process, with what it
-started — but only when the instance that spawned it is dead (`Journal.instance_alive`) and the
+started — but only when the instance that spawned it is dead (`store/liveness.py`) and the
 pid still names that very process (same start time).
 """
 
@@ -52,18 +52,18 @@ def whose(row: LeftRow) -> str:
 
 def reap(journal: Journal) -> int:
     """For the CLI: stop what dead instances left running; how many processes were found."""
-    rows = journal.spawned_by_dead()
+    rows = journal.spawned.by_dead()
     for row in stop_leftovers(rows):
-        journal.forget_spawned(row["instance_id"], row["pid"])
+        journal.spawned.forget(row["instance_id"], row["pid"])
     return len(rows)
 
 
 async def reap_async(journal: AsyncJournal) -> None:
     """For serve, in the background: the same, with the waiting done off the event loop."""
     try:
-        rows = await journal.run(Journal.spawned_by_dead)
+        rows = await journal.run(journal.sync.spawned.by_dead)
         if rows:
             for row in await anyio.to_thread.run_sync(stop_leftovers, rows):
-                await journal.run(Journal.forget_spawned, row["instance_id"], row["pid"])
+                await journal.run(journal.sync.spawned.forget, row["instance_id"], row["pid"])
     except Exception:  # housekeeping never takes serve down
         log.exception("stopping what dead emceepee processes left running failed")

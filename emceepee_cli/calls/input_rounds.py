@@ -26,7 +26,6 @@ from emceepee_cli.questions.answers import backend_reply
 from emceepee_cli.questions.questions import Question, Questions
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import Kind
 
 KINDS: dict[type, Kind] = {types.ElicitRequest: Kind.ELICITATION, types.CreateMessageRequest: Kind.SAMPLING}
@@ -124,7 +123,7 @@ class Rounds:
         await promote(call)  # its state is journaled with its task row, so the task must exist
         with anyio.CancelScope(shield=True):
             await self.runtime.guarded(
-                lambda: self.journal.run(Journal.set_round, call.call_id, state, number)
+                lambda: self.journal.run(self.journal.sync.tasks.set_round, call.call_id, state, number)
             )
         return responses | await self.collect(asked)
 
@@ -153,6 +152,6 @@ class Rounds:
 
     async def last_round(self, task_id: str, request_state: str | None, number: int) -> Round:
         """An adopted call's last round, its journaled questions held again by this process."""
-        rows = await self.journal.run(Journal.pending_rows, status=None, task_id=task_id)
+        rows = await self.journal.run(self.journal.sync.pending.rows, status=None, task_id=task_id)
         asked = {str(r["input_key"]): self.questions.adopt(r) for r in rows if r["round"] == number}
         return Round(request_state, asked, number)

@@ -18,7 +18,6 @@ from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.events import Events
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskStatus
 
 PROGRESS_WRITE_S = 1.0  # journal a task's progress at most this often
@@ -48,7 +47,7 @@ class Recorder:
         if call.move(CallState.PROMOTED):
             with anyio.CancelScope(shield=True):
                 try:
-                    await self.journal.run(Journal.insert_task, task_row(call, self.instance_id))
+                    await self.journal.run(self.journal.sync.tasks.insert, task_row(call, self.instance_id))
                 except EmceepeeError as exc:  # the call runs on; this process keeps its task in memory
                     call.unjournaled = exc
                     self.runtime.journal_failed(exc)
@@ -73,7 +72,9 @@ class Recorder:
             call.progress_written = now
             state = call.progress
             await self.runtime.guarded(
-                lambda: self.journal.run(Journal.update_progress, call.call_id, state, message)
+                lambda: self.journal.run(
+                    self.journal.sync.tasks.update_progress, call.call_id, state, message
+                )
             )
             if now - call.progress_announced >= PROGRESS_EVENT_S:
                 call.progress_announced = now
@@ -95,15 +96,16 @@ class Recorder:
         else:
             status = call.stop_as or TaskStatus.FAILED
             error = call.error.message if call.error else None
+        tasks = self.journal.sync.tasks
         try:
             ended = await self.journal.run(
-                Journal.finish_task, call.call_id, status, result=result, error=error, body=call.raw
+                tasks.finish, call.call_id, status, result=result, error=error, body=call.raw
             )
-            if not ended and await self.journal.run(Journal.task, call.call_id, whole=False) is None:
+            if not ended and await self.journal.run(tasks.row, call.call_id, whole=False) is None:
                 # Its promotion could not be journaled: write it now, ended, so the result is kept.
                 if call.raw is not None:
                     as_model(call)
-                await self.journal.run(Journal.insert_task, final_row(call, self.instance_id))
+                await self.journal.run(tasks.insert, final_row(call, self.instance_id))
                 ended = True
             self._drop_raw(call, ended)
         except EmceepeeError as exc:

@@ -30,7 +30,6 @@ from emceepee_cli.questions import url_questions
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import TaskRow, TaskStatus
 
 log = logging.getLogger(__name__)
@@ -144,7 +143,7 @@ class Driver:
                 await call.row_written.wait()
             message = f"backend '{call.server}' started; the tool is running"
             await self.runtime.guarded(
-                lambda: self.journal.run(Journal.set_status_message, call.call_id, message)
+                lambda: self.journal.run(self.journal.sync.tasks.set_status_message, call.call_id, message)
             )
 
     async def _drive(
@@ -205,7 +204,8 @@ class Driver:
         if row["request_state"] is None and row.get("resume_token"):
             call.token = row.get("resume_token")
             call.follow = policy.follow(backend.spec, self.defaults, auto_resume=True)
-            steps = [Step.from_row(r) for r in await self.journal.run(Journal.steps, call.call_id)]
+            rows = await self.journal.run(self.journal.sync.steps.rows, call.call_id)
+            steps = [Step.from_row(r) for r in rows]
             await self.run(call, backend, None, steps)
             return
         resume_round = await self.rounds.last_round(

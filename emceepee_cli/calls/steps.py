@@ -25,7 +25,6 @@ from emceepee_cli.calls.recorder import Recorder
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import Kind, PendingRow, StepRow
 
 SHOWN_ARGS_CHARS = 500
@@ -147,7 +146,7 @@ class Stepper:
             step.dirty = False
         rows = [self._row(s) for s in dirty]
         with anyio.CancelScope(shield=True):
-            await self.runtime.guarded(lambda: self.journal.run(Journal.put_steps, rows))
+            await self.runtime.guarded(lambda: self.journal.run(self.journal.sync.steps.put, rows))
 
     def _row(self, step: Step) -> StepRow:
         """The step's row; a raw result (calls/raw_step.py) is the task's, journaled once with the
@@ -161,4 +160,6 @@ class Stepper:
         if self.call.promoted and not self.call.unjournaled:
             task_id = self.call.call_id
             with anyio.CancelScope(shield=True):
-                await self.runtime.guarded(lambda: self.journal.run(Journal.set_resume, task_id, token, auto))
+                await self.runtime.guarded(
+                    lambda: self.journal.run(self.journal.sync.tasks.set_resume, task_id, token, auto)
+                )

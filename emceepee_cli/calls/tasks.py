@@ -51,9 +51,9 @@ from emceepee_cli.questions.newest import merged, newest
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.journal import TASKS_LISTED, Journal
 from emceepee_cli.store.pages import TaskFilter, clamp_limit
 from emceepee_cli.store.records import StepRow, TaskJson, TaskRow, TaskStatus, task_json
+from emceepee_cli.store.tasks import TASKS_LISTED
 from emceepee_cli.store.unreadable import UnreadableRow, json_column, skipped, text
 
 CANCEL_WAIT_S = 5.0
@@ -253,8 +253,9 @@ class Tasks:
     async def row(self, task_id: str) -> TaskRow:
         unjournaled = self.recorder.unjournaled
         known = [*(c.call_id for c in self.calls.values() if c.promoted), *unjournaled]
-        resolved = await self.journal.run(Journal.resolve_task, task_id, known)
-        row = await self.journal.run(Journal.task, resolved, whole=False)  # a kept result: see `kept`
+        resolved = await self.journal.run(self.journal.sync.tasks.resolve, task_id, known)
+        # a kept result: see `kept`
+        row = await self.journal.run(self.journal.sync.tasks.row, resolved, whole=False)
         if row is None and (call := self.calls.get(resolved)) is not None and call.promoted:
             return task_row(call, self.instance_id)  # not journaled; this process still knows it
         if row is None and (ended := unjournaled.get(resolved)) is not None:
@@ -275,7 +276,7 @@ class Tasks:
 
     async def steps(self, task_id: str) -> list[dict[str, Any]]:
         """Every result the task's call produced (chained steps, resumes), each whole."""
-        rows = await self.journal.run(Journal.steps, task_id)
+        rows = await self.journal.run(self.journal.sync.steps.rows, task_id)
         return [await self._step(r) for r in rows]
 
     async def _step(self, row: StepRow) -> dict[str, Any]:
@@ -285,7 +286,7 @@ class Tasks:
         if row["result"] is not None or row["outcome"] not in KEPT_OUTCOMES:
             where = f"steps of task {row['task_id']}"
             return {**step.trace(), "result": json_column(row["result"] or "null", where, object)}
-        task = await self.journal.run(Journal.task, row["task_id"])
+        task = await self.journal.run(self.journal.sync.tasks.row, row["task_id"])
         if task is None or task["result"] is None:
             return {**step.trace(), "result": None}
         step.result = types.CallToolResult.model_validate_json(task["result"])
@@ -296,7 +297,9 @@ class Tasks:
 
     async def pending_on_server(self, server: str) -> dict[str, Any]:
         """The server's working tasks and its questions, the newest few of each (questions/newest.py)."""
-        rows = await self.journal.run(Journal.tasks, server=server, instance_id=self.instance_id)
+        rows = await self.journal.run(
+            self.journal.sync.tasks.rows, server=server, instance_id=self.instance_id
+        )
         kept, cut = newest({"tasks": rows}, {"tasks": f"list_tasks(server='{server}')"})
         questions = self.questions.for_server(server)
         tasks = [task_json(r) for r in kept["tasks"]]
@@ -312,7 +315,7 @@ class Tasks:
     ) -> dict[str, Any]:
         """A page of tasks, newest first; `next_cursor` and `more` say what is left."""
         where = TaskFilter(server, status, include_completed)
-        page = await self.journal.run(Journal.task_page, where, cursor, clamp_limit(limit))
+        page = await self.journal.run(self.journal.sync.tasks.page, where, cursor, clamp_limit(limit))
         return {**page, "tasks": [task_json(r) for r in page["tasks"]]}
 
     async def result(self, task_id: str, timeout_ms: int | None, relay: Relay | None) -> Outcome:
@@ -333,13 +336,13 @@ class Tasks:
     async def kept(self, task_id: str) -> Passed:
         """A result journaled as the host's bytes (store/results.py), read back within the result
         budget (calls/spool.py), for the reply to write as it is."""
-        size = await self.journal.run(Journal.kept_size, task_id)
+        size = await self.journal.run(self.journal.sync.results.kept_size, task_id)
         gone = NotFound(f"Task {task_id}'s result is no longer kept.", hint=TASKS_LISTED)
         if size is None:
             raise gone
         try:
             held = await spool.BUDGET.hold_read(
-                size, lambda sink: self.journal.run(Journal.read_kept, task_id, sink)
+                size, lambda sink: self.journal.run(self.journal.sync.results.read_kept, task_id, sink)
             )
         except LookupError:
             raise gone from None
@@ -351,11 +354,11 @@ class Tasks:
         `steps` may repeat the saga's whole history: a step answered before with the same answer
         changes nothing; a different one is refused. Every step is checked before any is applied."""
         claims = sagas.verify(self.install_key, token)
-        rows = await self.journal.run(Journal.pending_rows, status=None, task_id=claims["t"])
+        rows = await self.journal.run(self.journal.sync.pending.rows, status=None, task_id=claims["t"])
         for planned in sagas.plan(claims["t"], rows, steps):
             request_id = planned.row["request_id"]
             if planned.error is not None:
-                await self.journal.run(Journal.set_error_detail, request_id, planned.error)
+                await self.journal.run(self.journal.sync.pending.set_error_detail, request_id, planned.error)
                 message = str(planned.error["message"])
                 if not await self.questions.settle(request_id, "rejected", error=message, by="model"):
                     raise already_answered(await self.questions.resolve(request_id))
@@ -369,7 +372,7 @@ class Tasks:
             raise UsageError(f"Task {row['task_id']} is already {row['status']}; there is nothing to cancel.")
         call = self.calls.get(row["task_id"])
         if call is None:  # another emceepee process owns it: ask it through the journal
-            await self.journal.run(Journal.request_cancel, row["task_id"])
+            await self.journal.run(self.journal.sync.tasks.request_cancel, row["task_id"])
             return {
                 "task": task_json(row),
                 "cancel_requested": True,
@@ -428,22 +431,24 @@ class Tasks:
             call, self.questions.listed(server=call.server), self.defaults.task_ttl_max_ms / 1000
         )
         if expires_at is not None and call.promoted:
-            self.runtime.write(self.journal, Journal.set_expiry, call.call_id, expires_at)
+            self.runtime.write(self.journal, self.journal.sync.tasks.set_expiry, call.call_id, expires_at)
         return expires_at is not None
 
     async def cancel_requested(self) -> None:
-        for task_id in await self.journal.run(Journal.cancel_requests, self.instance_id):
+        for task_id in await self.journal.run(self.journal.sync.tasks.cancel_requests, self.instance_id):
             call = self.calls.get(task_id)
             if call is not None:
                 await self.stop(call, TaskStatus.CANCELLED)
             else:  # its call is gone (finished as we looked): settle the row anyway
-                await self.journal.run(Journal.finish_task, task_id, TaskStatus.CANCELLED, error="cancelled")
+                await self.journal.run(
+                    self.journal.sync.tasks.finish, task_id, TaskStatus.CANCELLED, error="cancelled"
+                )
 
     async def adopt(self, task_ids: list[str]) -> None:
         """Re-drive the calls a dead emceepee left that can go on: a 2026-07-28 call suspended on
         input (answer its round, call again), a call resuming itself with a backend's token."""
         for task_id in task_ids:
-            row = await self.journal.run(Journal.task, task_id)
+            row = await self.journal.run(self.journal.sync.tasks.row, task_id)
             if row is None:
                 continue
             what = f"task {task_id}"
@@ -459,7 +464,9 @@ class Tasks:
                 )
             except UnreadableRow as exc:  # it cannot be called again: it ends, saying why
                 skipped(exc)
-                await self.journal.run(Journal.finish_task, task_id, TaskStatus.FAILED, error=exc.message)
+                await self.journal.run(
+                    self.journal.sync.tasks.finish, task_id, TaskStatus.FAILED, error=exc.message
+                )
                 continue
             call.row_written.set()
             self.calls[task_id] = call

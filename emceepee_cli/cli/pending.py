@@ -81,7 +81,7 @@ def pending(db: DbOpt = None, json: JsonOpt = False) -> None:
     from emceepee_cli.cli.tasks import open_journal
     from emceepee_cli.store.records import question_json
 
-    rows = open_journal(db).pending_rows()
+    rows = open_journal(db).pending.rows()
     if json:
         render.as_json({"pending": [question_json(r) for r in rows]})
         return
@@ -146,7 +146,7 @@ def _params(row: PendingRow) -> dict[str, Any]:
 
 def find(journal: Journal, request_id: str) -> PendingRow:
     """The question `request_id` (a unique prefix will do) names."""
-    return journal.resolve_question(request_id, LISTING, what="question")
+    return journal.pending.resolve(request_id, LISTING, what="question")
 
 
 def shape(row: PendingRow) -> str:
@@ -260,7 +260,7 @@ def check_approval(row: PendingRow, given: Given, json: bool) -> None:
 def check_not_under_serve(journal: Journal, row: PendingRow) -> None:
     """A terminal that a program emceepee runs has made (a backend, or what it ran: the model's
     reach, a pty included) is not a person's: an approval is never accepted from under a `serve`."""
-    why = journal.under_serve(os.getpid())
+    why = journal.instances.under_serve(os.getpid())
     if why is None:
         return
     rid = row["request_id"]

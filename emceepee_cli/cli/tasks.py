@@ -39,7 +39,7 @@ def open_journal(db: Path | None) -> Journal:
 
     journal = Journal(db)
     with suppress(JournalError):  # best effort: a journal that cannot be written can still be read
-        journal.interrupt_orphans()  # a task whose process died says so here too
+        journal.instances.interrupt_orphans()  # a task whose process died says so here too
     with suppress(JournalError):
         leftovers.reap(journal)  # and a backend it left running is stopped
     return journal
@@ -59,7 +59,7 @@ def reading_tasks(db: Path | None, where: TaskFilter, cursor: str | None, limit:
 
 def find(journal: Journal, task_id: str) -> TaskRow:
     """The task `task_id` (a unique prefix will do) names."""
-    row = journal.task(journal.resolve_task(task_id, listing=LISTING))
+    row = journal.tasks.row(journal.tasks.resolve(task_id, listing=LISTING))
     if row is None:
         raise NotFound(f"No task '{task_id}'.", hint=LISTING)
     return row
@@ -232,8 +232,8 @@ def cancel(task_id: IdArg, db: DbOpt = None, json: JsonOpt = False) -> None:
 
     journal = open_journal(db)
     row = find(journal, task_id)
-    if row["status"] != "working" or not journal.request_cancel(row["task_id"]):
-        now = journal.task(row["task_id"]) or row
+    if row["status"] != "working" or not journal.tasks.request_cancel(row["task_id"]):
+        now = journal.tasks.row(row["task_id"]) or row
         raise UsageError(f"Task {row['task_id']} is already {now['status']}; there is nothing to cancel.")
     message = (
         f"Asked the emceepee process that owns task {row['task_id']} to cancel it"

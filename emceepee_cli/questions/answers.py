@@ -41,7 +41,7 @@ def answer_question(
 ) -> PendingRow:
     """Check `answer` against the question `request_id` (a unique prefix will do) and record it;
     the question's settled row. A UsageError says what is wrong, or who answered first."""
-    row = journal.resolve_question(request_id)
+    row = journal.pending.resolve(request_id)
     if kind is not None and row["kind"] != kind:
         raise UsageError(
             f"Request {row['request_id']} is a {row['kind']} request.",
@@ -49,8 +49,8 @@ def answer_question(
         )
     status, answer = check_answer(row, answer)
     check_approver(row, answer, by)
-    settled = journal.settle_pending(row["request_id"], status, answer=answer, by=by)
-    now = journal.pending_row(row["request_id"]) or row
+    settled = journal.pending.settle(row["request_id"], status, answer=answer, by=by)
+    now = journal.pending.row(row["request_id"]) or row
     if not settled:
         raise already_answered(now)
     return now
@@ -61,8 +61,8 @@ def who_delivers(journal: Journal, row: PendingRow) -> str:
     pass it on: the process that asked is gone and the call cannot be resumed."""
     if row["status"] != "pending":
         raise _not_pending(row)
-    owner = journal.instance(row["instance_id"])
-    if owner is not None and journal.instance_alive(owner):
+    owner = journal.instances.row(row["instance_id"])
+    if owner is not None and journal.instances.alive(owner):
         pid = owner["pid"]
         return f"the emceepee process that asked (pid {pid}) will pass it to the backend within a moment."
     seen = (
@@ -70,7 +70,7 @@ def who_delivers(journal: Journal, row: PendingRow) -> str:
         if owner is not None
         else "(no record of it)"
     )
-    task = journal.task(row["task_id"]) if row["task_id"] else None
+    task = journal.tasks.row(row["task_id"]) if row["task_id"] else None
     if task is not None and task["request_state"] is not None and task["status"] == TaskStatus.WORKING:
         return (
             f"the emceepee process that asked {seen} has stopped; the answer will be delivered when emceepee "

@@ -34,7 +34,6 @@ from emceepee_cli.questions.newest import newest
 from emceepee_cli.questions.reminders import reminder
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import Kind, PendingRow, QuestionJson, params_of, question_json
 from emceepee_cli.store.unreadable import readable
 
@@ -127,7 +126,7 @@ class Questions:
             question.row["purpose"], question.row["approval"] = purpose, json.dumps(approval)
         try:
             with anyio.CancelScope(shield=True):
-                await self.journal.run(Journal.insert_pending, question.row)
+                await self.journal.run(self.journal.sync.pending.insert, question.row)
         except EmceepeeError as exc:
             # Unjournaled, nobody could answer it from a terminal or after a restart: refuse it
             # now (the backend hears why) rather than list a question that cannot be settled.
@@ -263,13 +262,13 @@ class Questions:
     # ---- answering -------------------------------------------------------------------------
 
     async def resolve(self, request_id: str) -> PendingRow:
-        return await self.journal.run(Journal.resolve_question, request_id)
+        return await self.journal.run(self.journal.sync.pending.resolve, request_id)
 
     async def answer(
         self, request_id: str, answer: dict[str, Any], by: str, kind: str | None = None
     ) -> QuestionJson:
         """Check an answer against the question and record it; the first answer wins."""
-        row = await self.journal.run(answer_question, request_id, answer, by, kind)
+        row = await self.journal.run(answer_question, self.journal.sync, request_id, answer, by, kind)
         await self._woken(row["request_id"])
         return question_json(row)
 
@@ -283,7 +282,7 @@ class Questions:
         error: str | None = None,
     ) -> bool:
         if not await self.journal.run(
-            Journal.settle_pending, request_id, status, answer=answer, by=by, error=error
+            self.journal.sync.pending.settle, request_id, status, answer=answer, by=by, error=error
         ):
             return False
         await self._woken(request_id)
@@ -291,7 +290,7 @@ class Questions:
 
     async def _woken(self, request_id: str) -> None:
         question = self.live.get(request_id)
-        row = await self.journal.run(Journal.pending_row, request_id)
+        row = await self.journal.run(self.journal.sync.pending.row, request_id)
         if question is None or row is None or question.answered.is_set():
             return
         question.row = row
@@ -314,7 +313,7 @@ class Questions:
     async def sync(self) -> None:
         """Pick up answers written by another process (the CLI)."""
         for request_id in list(self.live):
-            row = await self.journal.run(Journal.pending_row, request_id)
+            row = await self.journal.run(self.journal.sync.pending.row, request_id)
             if row is not None and row["status"] != "pending":
                 await self._woken(request_id)
 

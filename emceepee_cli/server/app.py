@@ -328,7 +328,9 @@ def _note_host(ctx: ServerRequestContext[Services], services: Services) -> None:
     if info is not None:
         services.roots.host_connected()
         name, version = info.name, info.version
-        services.runtime.write(services.journal, Journal.set_host, services.instance_id, name, version)
+        services.runtime.write(
+            services.journal, services.journal.sync.instances.set_host, services.instance_id, name, version
+        )
 
 
 def load_or_report(path: Path) -> Config:

@@ -34,7 +34,6 @@ from emceepee_cli.session.direct import Direct
 from emceepee_cli.session.native_lists import Native
 from emceepee_cli.session.roots import Roots
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import PendingRow
 
 log = logging.getLogger(__name__)
@@ -100,15 +99,14 @@ class Hearing:
             self.descendants.watch(backend.name, process)
         if process.start_time is not None:
             start = process.start_time
-            self.runtime.write(
-                self.journal, Journal.add_spawned, self.instance_id, backend.name, process.pid, start
-            )
+            spawned = self.journal.sync.spawned
+            self.runtime.write(self.journal, spawned.add, self.instance_id, backend.name, process.pid, start)
 
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None:
         if self.descendants is not None:
             self.descendants.unwatch(process)
         if process.returncode is not None:
-            self.runtime.write(self.journal, Journal.forget_spawned, self.instance_id, process.pid)
+            self.runtime.write(self.journal, self.journal.sync.spawned.forget, self.instance_id, process.pid)
 
     async def question(
         self,

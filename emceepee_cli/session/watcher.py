@@ -86,7 +86,7 @@ class Watcher:
         if not self.busy() and clock.looked is not None and now - clock.looked < self.idle_interval():
             return
         clock.looked = now
-        recreated, current = await self.journal.run(_look)
+        recreated, current = await self.journal.run(_look, self.journal.sync)
         if recreated:
             log.error("journal: %s", recreated)
         if current != clock.version:  # another process wrote: a CLI cancel or answer, perhaps
@@ -98,7 +98,7 @@ class Watcher:
         await self.questions.expire_due()
         if now - clock.beat >= heartbeat_s():
             clock.beat = now
-            await self.journal.run(Journal.heartbeat, self.instance_id)
+            await self.journal.run(self.journal.sync.instances.heartbeat, self.instance_id)
         if (clock.purge is None or now - clock.purge >= PURGE_EVERY_S) and not self._purging:
             clock.purge = now
             self._purging, self._purge_scope = True, anyio.CancelScope()
@@ -116,8 +116,10 @@ class Watcher:
         """Delete what outlived the retention and give the space back, one bounded batch at a time."""
         try:
             with self._purge_scope:
-                deleted = await _repeat(lambda: self.journal.run(Journal.purge_batch, self.retention_s))
-                await _repeat(lambda: self.journal.run(Journal.compact))
+                deleted = await _repeat(
+                    lambda: self.journal.run(self.journal.sync.retention.purge_batch, self.retention_s)
+                )
+                await _repeat(lambda: self.journal.run(self.journal.sync.retention.compact))
                 if deleted:
                     log.info("journal: purged %d row(s) older than %d s", deleted, self.retention_s)
         except EmceepeeError as exc:
@@ -131,7 +133,7 @@ class Watcher:
         calls, asked = self.tasks.promoted(), self.questions.unanswered()
         if not calls and not asked:
             return
-        restored = await self.journal.run(Journal.reclaim, self.instance_id, calls, asked)
+        restored = await self.journal.run(self.journal.sync.instances.reclaim, self.instance_id, calls, asked)
         if restored:
             log.warning(
                 "journal: another process marked %d call(s)/question(s) of this running emceepee (pid %d) "

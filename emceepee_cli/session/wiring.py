@@ -39,7 +39,6 @@ from emceepee_cli.session.server_changes import ServerChanges
 from emceepee_cli.session.servers import Servers
 from emceepee_cli.session.watcher import Watcher
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import Event
 
 log = logging.getLogger(__name__)
@@ -62,18 +61,19 @@ async def take_over(journal: AsyncJournal, instance_id: str) -> Inherited:
     journal holds.
     """
     try:
-        await journal.run(Journal.register_instance, instance_id)
-        interrupted = await journal.run(Journal.interrupt_orphans)
+        await journal.run(journal.sync.instances.register, instance_id)
+        interrupted = await journal.run(journal.sync.instances.interrupt_orphans)
         if interrupted:
             log.warning("marked %d task(s) of stopped emceepee processes as interrupted", len(interrupted))
-        if await journal.run(Journal.convert_to_incremental):  # once; before anything else uses the file
+        # once; before anything else uses the file
+        if await journal.run(journal.sync.retention.convert_to_incremental):
             log.info("journal: switched to incremental vacuum, so purged space goes back to the disk")
-        calls = await journal.run(Journal.adopt_orphans, instance_id)
+        calls = await journal.run(journal.sync.instances.adopt_orphans, instance_id)
     except Exception as exc:  # noqa: BLE001  # see _not_taken_over
         _not_taken_over(exc)
         return Inherited()
     try:  # apart: calls this process has claimed must be re-driven whatever happens here
-        events = await journal.run(Journal.claim_events, instance_id, EVENTS_KEPT)
+        events = await journal.run(journal.sync.events.claim, instance_id, EVENTS_KEPT)
     except Exception as exc:  # noqa: BLE001  # see _not_taken_over
         _not_taken_over(exc)
         events = []

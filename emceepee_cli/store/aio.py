@@ -1,8 +1,9 @@
 """The journal for the event loop: every call runs on one worker thread, in order.
 
-`await journal.run(Journal.insert_task, row)` runs `Journal.insert_task(journal.sync, row)` on
-that thread: the method is named, not spelled as a string, so the checkers see its arguments and
-its result, and a rename fails where it is made.
+`await journal.run(journal.sync.tasks.insert, row)` runs `journal.sync.tasks.insert(row)` on that
+thread: the method is named, not spelled as a string, so the checkers see its arguments and its
+result, and a rename fails where it is made. The arguments are taken when `run` is called; the
+method runs later, on that thread: the only one that uses `journal.sync` while `serve` runs.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -39,9 +40,10 @@ class AsyncJournal:
         """Why this journal is kept in memory rather than in its file; None while it is in its file."""
         return self.sync.fault
 
-    async def run(self, fn: Callable[Concatenate[Journal, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """`fn(journal, *args, **kwargs)` on the journal's one worker thread."""
-        call = functools.partial(fn, self.sync, *args, **kwargs)
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`fn(*args, **kwargs)` — a method of `self.sync` or of one of its parts — on the journal's
+        one worker thread."""
+        call = functools.partial(fn, *args, **kwargs)
         return await anyio.to_thread.run_sync(call, limiter=self._limiter)
 
     async def shutdown(self, instance_id: str, bound_s: float = SHUTDOWN_S) -> None:
@@ -50,7 +52,7 @@ class AsyncJournal:
 
         def stop() -> None:
             try:
-                self.sync.stop_instance(instance_id)
+                self.sync.instances.stop(instance_id)
             except JournalError as exc:
                 log.error("journal: could not record that this emceepee stopped: %s", exc.message)
             problem = close_quietly(self.sync.db)

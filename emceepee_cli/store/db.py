@@ -36,7 +36,8 @@ T = TypeVar("T")
 
 
 class HasPath(Protocol):
-    path: Path
+    @property
+    def path(self) -> Path: ...
 
 
 S = TypeVar("S", bound=HasPath)

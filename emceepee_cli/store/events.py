@@ -2,9 +2,9 @@
 
 Every event a `serve` emits is journaled under its instance; its cursor is the last of its own
 events it handed to its host. The events after a cursor are the ones that host never received:
-a `serve` starting claims those of dead instances (`claim_events`), first writer wins, and
+a `serve` starting claims those of dead instances (`claim`), first writer wins, and
 delivers them once in its own session. A host that lost a reply reads its own session's
-delivered events back (`events_between`).
+delivered events back (`between`).
 
 An event row that does not decode (store/unreadable.py) is skipped, logged once: it is one notice,
 the others still reach the host, and a claim moves the cursor past it all the same.
@@ -13,16 +13,15 @@ the others still reach the host, and a claim moves the cursor past it all the sa
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, cast
-
-import sqlite_utils
 
 from emceepee_cli.clock import now_iso
 from emceepee_cli.redact import redact_data
 from emceepee_cli.store import unreadable
+from emceepee_cli.store.connection import Part
 from emceepee_cli.store.db import immediate, mapped
+from emceepee_cli.store.liveness import instance_alive
 from emceepee_cli.store.records import Event, EventRow, InstanceRow, OwnedEvent
 from emceepee_cli.store.unreadable import json_column, text
 
@@ -31,15 +30,12 @@ from emceepee_cli.store.unreadable import json_column, text
 EVENT_COLUMNS = "event_id, instance_id, type, server, CAST(data AS BLOB) AS data, created_at"
 
 
-class EventLog:
-    """The events half of the journal (mixed into `Journal`)."""
-
-    path: Path
-    db: sqlite_utils.Database
-    instance_alive: Callable[[InstanceRow], bool]  # from the instances half
+class EventLog(Part):
+    """The journal's events and cursors (`journal.events`): holds only the journal's connection, for
+    its lifetime."""
 
     @mapped
-    def add_event(self, event: OwnedEvent) -> None:
+    def add(self, event: OwnedEvent) -> None:
         row = EventRow(
             event_id=event["event_id"],
             instance_id=event["instance_id"],
@@ -57,11 +53,11 @@ class EventLog:
         )
 
     @mapped
-    def update_event_data(self, event_id: str, data: dict[str, Any]) -> None:
+    def update_data(self, event_id: str, data: dict[str, Any]) -> None:
         self.db.execute("UPDATE events SET data = ? WHERE event_id = ?", [json.dumps(data), event_id])
 
     @mapped
-    def events_between(self, instance_id: str, after: str, upto: str, limit: int) -> list[Event]:
+    def between(self, instance_id: str, after: str, upto: str, limit: int) -> list[Event]:
         """This instance's events after `after` up to `upto` (both ids), oldest first."""
         rows = self.db.query(
             f"SELECT {EVENT_COLUMNS} FROM events WHERE instance_id = ? AND event_id > ? AND event_id <= ?"
@@ -71,7 +67,7 @@ class EventLog:
         return readable(cast(EventRow, r) for r in rows)
 
     @mapped
-    def claim_events(self, claimer: str, limit: int) -> list[Event]:
+    def claim(self, claimer: str, limit: int) -> list[Event]:
         """Take the events that dead instances never delivered (after their cursor), at most `limit`.
 
         Each instance's claim moves its cursor in one write transaction that reads it first, so
@@ -84,7 +80,7 @@ class EventLog:
         for inst in [cast(InstanceRow, r) for r in self.db.query(sql, [claimer])]:
             if len(claimed) >= limit:
                 break
-            if not self.instance_alive(inst):
+            if not instance_alive(inst):
                 claimed += self._claim(inst["instance_id"], limit - len(claimed))
         return claimed
 

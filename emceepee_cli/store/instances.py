@@ -19,47 +19,40 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Collection
-from pathlib import Path
 from typing import Any, cast
-
-import sqlite_utils
 
 from emceepee_cli.clock import now_iso
 from emceepee_cli.store import proc
+from emceepee_cli.store.connection import Connection, Part
 from emceepee_cli.store.db import immediate, mapped
 from emceepee_cli.store.liveness import STALE_ENV as STALE_ENV  # re-exported: used under these names
 from emceepee_cli.store.liveness import heartbeat_s as heartbeat_s
 from emceepee_cli.store.liveness import instance_alive
-from emceepee_cli.store.records import ElicitationStatus, InstanceRow, PendingRow, TaskRow, TaskStatus
+from emceepee_cli.store.orphans import ORPHANED
+from emceepee_cli.store.records import ElicitationStatus, InstanceRow, TaskStatus
+from emceepee_cli.store.tasks import Tasks
 
-ORPHANED = "emceepee stopped while this call was running"  # how every such error begins, old and new
 # A call another serve can take over: one suspended on 2026-07-28 input, or one resuming itself
 # with a backend's resume token (both have what the next request needs in the row).
 ADOPTABLE = "(request_state IS NOT NULL OR (resume_token IS NOT NULL AND coalesce(auto_resume, 0) = 1))"
 
 
-class Instances:
-    """The instance half of the journal (mixed into `Journal`)."""
+class Instances(Part):
+    """The journal's instances (`journal.instances`) and what dead ones left.
 
-    path: Path
-    db: sqlite_utils.Database
-    owner: str | None  # the instance this process registered, if it is a `serve`
+    Holds the journal's connection, and its `tasks`, through which a dead instance's calls end as
+    `interrupted` (first writer wins, as for every task's end). Lifetime: the journal's.
+    """
 
-    def finish_task(
-        self,
-        task_id: str,
-        status: TaskStatus,
-        *,
-        result: dict[str, Any] | None = None,
-        error: str | None = None,
-        message: str | None = None,
-    ) -> bool:
-        raise NotImplementedError
+    def __init__(self, connection: Connection, tasks: Tasks) -> None:
+        super().__init__(connection)
+        self.tasks = tasks
 
     @mapped
-    def register_instance(self, instance_id: str) -> None:
+    def register(self, instance_id: str) -> None:
+        """Register this process as `instance_id`; the first one it registers is the journal's owner."""
         self.db.table("instances").insert(dict(this_instance(instance_id)))
-        self.owner = self.owner or instance_id
+        self.connection.owner = self.connection.owner or instance_id
 
     @mapped
     def heartbeat(self, instance_id: str) -> None:
@@ -75,14 +68,15 @@ class Instances:
         )
 
     @mapped
-    def stop_instance(self, instance_id: str) -> None:
+    def stop(self, instance_id: str) -> None:
         self.db.execute("UPDATE instances SET stopped_at = ? WHERE instance_id = ?", [now_iso(), instance_id])
 
-    def instance_alive(self, row: InstanceRow) -> bool:
+    def alive(self, row: InstanceRow) -> bool:
+        """Whether the instance's process still runs (store/liveness.py)."""
         return instance_alive(row)
 
     @mapped
-    def instance(self, instance_id: str) -> InstanceRow | None:
+    def row(self, instance_id: str) -> InstanceRow | None:
         rows = list(self.db.table("instances").rows_where("instance_id = ?", [instance_id]))
         return cast(InstanceRow, rows[0]) if rows else None
 
@@ -98,16 +92,16 @@ class Instances:
             return None
         marks = ",".join("?" * len(above))
         rows = self._rows(f"SELECT * FROM instances WHERE stopped_at IS NULL AND pid IN ({marks})", above)
-        serve = next((inst for inst in map(as_instance, rows) if self.instance_alive(inst)), None)
+        serve = next((inst for inst in map(as_instance, rows) if self.alive(inst)), None)
         return None if serve is None else f"it runs under emceepee serve (pid {serve['pid']})"
 
-    def dead_instances(self) -> list[InstanceRow]:
+    def dead(self) -> list[InstanceRow]:
         sql = (
             "SELECT DISTINCT i.* FROM instances i WHERE i.instance_id IN (SELECT instance_id FROM tasks"
             " WHERE status = ? UNION SELECT instance_id FROM pending WHERE status = ?)"
         )
         rows = self._rows(sql, [TaskStatus.WORKING.value, ElicitationStatus.PENDING.value])
-        return [inst for inst in map(as_instance, rows) if not self.instance_alive(inst)]
+        return [inst for inst in map(as_instance, rows) if not self.alive(inst)]
 
     def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         """A query's rows, read to the end before the caller writes: a write made while a read is
@@ -124,7 +118,7 @@ class Instances:
         """
         done: list[str] = []
         noticed = now_iso()
-        for inst in self.dead_instances():
+        for inst in self.dead():
             params = [inst["instance_id"], TaskStatus.WORKING.value]
             for row in self._rows(
                 "SELECT task_id, created_at, last_updated_at FROM tasks "
@@ -132,7 +126,7 @@ class Instances:
                 params,
             ):
                 error = f"{orphaned(inst, row, noticed)}; the backend call was lost"
-                if self.finish_task(row["task_id"], TaskStatus.INTERRUPTED, error=error):
+                if self.tasks.finish(row["task_id"], TaskStatus.INTERRUPTED, error=error):
                     done.append(row["task_id"])
             for row in self._rows(
                 "SELECT request_id, created_at FROM pending WHERE instance_id = ? AND status = ? AND "
@@ -161,7 +155,7 @@ class Instances:
         `serve`s start together exactly one of them wins it, and only the winner re-drives it.
         """
         adopted: list[str] = []
-        for inst in self.dead_instances():
+        for inst in self.dead():
             rows = self._rows(
                 f"SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND {ADOPTABLE}",
                 [inst["instance_id"], TaskStatus.WORKING.value],
@@ -243,13 +237,3 @@ def orphaned(inst: InstanceRow, row: dict[str, Any], noticed: str) -> str:
         return f"{ORPHANED} ({who} stopped at {max([str(inst['stopped_at']), *own])})"
     seen = max([inst["heartbeat_at"], *own])
     return f"{ORPHANED} ({who} was last seen at {seen} and found gone at {noticed})"
-
-
-def owns_by_mistake(owner: str | None, row: TaskRow | PendingRow, settled: str) -> bool:
-    """A row of this live process that another settled as an orphan: it is still this process's."""
-    return (
-        owner is not None
-        and row.get("instance_id") == owner
-        and row.get("status") == settled
-        and str(row.get("error") or "").startswith(ORPHANED)
-    )

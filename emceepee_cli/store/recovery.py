@@ -15,12 +15,11 @@ import logging
 import os
 import sqlite3
 from contextlib import suppress
-from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
-from emceepee_cli.errors import JournalError
+from emceepee_cli.store.connection import Connection, Part
 from emceepee_cli.store.db import close_quietly, connect, file_id
 from emceepee_cli.store.instances import this_instance
 
@@ -29,25 +28,27 @@ log = logging.getLogger(__name__)
 OWN_TABLES = ("instances", "tasks", "pending")
 
 
-class Recovery:
-    """The file-keeping half of the journal (mixed into `Journal`)."""
+class Recovery(Part):
+    """Keeps the journal's file under a running `serve` (`Journal.recover`).
 
-    path: Path
-    db: sqlite_utils.Database
-    file_id: tuple[int, int] | None
-    owner: str | None
-    fault: JournalError | None
-    _kept: dict[str, list[dict[str, Any]]] | None = None  # rows taken from a deleted file, not yet put back
+    Holds the journal's connection, whose `db` and `file_id` it replaces when it re-creates the
+    file, and — from a failed attempt to the next — the rows it took from the deleted file and has
+    not written back yet. Lifetime: the journal's.
+    """
+
+    def __init__(self, connection: Connection) -> None:
+        super().__init__(connection)
+        self._kept: dict[str, list[dict[str, Any]]] | None = None
 
     def replaced(self) -> bool:
-        if self.fault is not None:  # kept in memory: the file at the path is not this journal's
+        if self.connection.fault is not None:  # kept in memory: the file at the path is not this journal's
             return False
-        return file_id(self.path) != self.file_id
+        return file_id(self.path) != self.connection.file_id
 
     def recover(self) -> str | None:
         """If the journal file is no longer the one this `serve` opened, re-create it with this
         process's rows; what happened (for the log), or None when the file is still the same."""
-        if self.owner is None or not self.replaced():
+        if self.connection.owner is None or not self.replaced():
             return None
         if self._kept is None:
             self._kept = self._own_rows()
@@ -57,9 +58,10 @@ class Recovery:
                 with suppress(OSError):
                     os.unlink(f"{self.path}{sidecar}")
         kept = self._kept
-        # written in the same transaction that creates the schema: nobody sees the journal without them
-        self.db = connect(self.path, seed=lambda db: _write(db, kept))  # failing, the next tick tries again
-        self.file_id = file_id(self.path)
+        # written in the same transaction that creates the schema: nobody sees the journal without them;
+        # failing, the next tick tries again
+        self.connection.db = connect(self.path, seed=lambda db: _write(db, kept))
+        self.connection.file_id = file_id(self.path)
         self._kept = None
         return (
             f"The journal {self.path} was deleted or replaced while emceepee was running; it was "
@@ -68,14 +70,15 @@ class Recovery:
         )
 
     def _own_rows(self) -> dict[str, list[dict[str, Any]]]:
+        owner = self.connection.owner
         try:
             return {
-                table: list(self.db.table(table).rows_where("instance_id = ?", [self.owner]))
+                table: list(self.db.table(table).rows_where("instance_id = ?", [owner]))
                 for table in OWN_TABLES
             }
         except sqlite3.Error as exc:  # the old file is unreadable too: keep at least who we are
             log.error("journal: could not read this process's rows from the deleted journal: %s", exc)
-            return {"instances": [dict(this_instance(self.owner or ""))], "tasks": [], "pending": []}
+            return {"instances": [dict(this_instance(owner or ""))], "tasks": [], "pending": []}
 
 
 def _write(db: sqlite_utils.Database, kept: dict[str, list[dict[str, Any]]]) -> None:

@@ -12,11 +12,11 @@ The task's step row then keeps no copy of it (store/steps.py): its result is the
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import BinaryIO, Protocol
 
 import sqlite_utils
 
+from emceepee_cli.store.connection import Part
 from emceepee_cli.store.db import mapped
 
 PIECE_BYTES = 1024 * 1024  # a kept result is read back this much at a time
@@ -30,18 +30,17 @@ class Body(Protocol):
     def chunks(self) -> Iterator[bytes]: ...
 
 
-class Results:
-    """The kept-results half of the journal (mixed into `Journal`)."""
+def write_body(db: sqlite_utils.Database, task_id: str, body: Body) -> None:
+    """Fill the `zeroblob` the caller put in the task's result with `body` (inside its transaction)."""
+    rowid = db.execute("SELECT rowid FROM tasks WHERE task_id = ?", [task_id]).fetchone()[0]
+    with db.conn.blobopen("tasks", "result", rowid) as blob:
+        for piece in body.chunks():
+            blob.write(piece)
 
-    path: Path
-    db: sqlite_utils.Database
 
-    def write_body(self, task_id: str, body: Body) -> None:
-        """Fill the `zeroblob` the caller put in the task's result with `body` (inside its transaction)."""
-        rowid = self.db.execute("SELECT rowid FROM tasks WHERE task_id = ?", [task_id]).fetchone()[0]
-        with self.db.conn.blobopen("tasks", "result", rowid) as blob:
-            for piece in body.chunks():
-                blob.write(piece)
+class Results(Part):
+    """The journal's kept results, read back (`journal.results`; `Tasks.finish` writes them): holds
+    only the journal's connection, for its lifetime."""
 
     @mapped
     def kept_size(self, task_id: str) -> int | None:

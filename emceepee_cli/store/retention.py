@@ -17,15 +17,14 @@ reuse: it stays at its high-water mark instead of growing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import cast
 
-import sqlite_utils
 from ulid import ULID
 
+from emceepee_cli.store.connection import Part
 from emceepee_cli.store.db import mapped
+from emceepee_cli.store.liveness import instance_alive
 from emceepee_cli.store.records import ElicitationStatus, InstanceRow, TaskStatus
 
 PURGE_BATCH = 500  # rows per batch: milliseconds of work, even for tasks with all their indexes
@@ -34,12 +33,9 @@ CONVERT_MAX_BYTES = 32 * 1024 * 1024  # an older journal up to this size is conv
 INCREMENTAL = 2  # PRAGMA auto_vacuum's value for incremental
 
 
-class Retention:
-    """The retention half of the journal (mixed into `Journal`)."""
-
-    path: Path
-    db: sqlite_utils.Database
-    instance_alive: Callable[[InstanceRow], bool]  # from the instances half
+class Retention(Part):
+    """What leaves the journal, and the space it gives back (`journal.retention`): holds only the
+    journal's connection, for its lifetime."""
 
     @mapped
     def purge_batch(
@@ -89,7 +85,7 @@ class Retention:
             )
         )
         # One that never recorded its stop may still run (a laptop asleep for days): it stays.
-        gone = [r["instance_id"] for r in rows if not self.instance_alive(cast(InstanceRow, r))]
+        gone = [r["instance_id"] for r in rows if not instance_alive(cast(InstanceRow, r))]
         for instance_id in gone:
             self.db.execute("DELETE FROM instances WHERE instance_id = ?", [instance_id])
             self.db.execute("DELETE FROM cursors WHERE session_id = ?", [instance_id])

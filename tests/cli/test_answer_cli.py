@@ -58,7 +58,7 @@ def ask(
     task_id: str | None = None,
     age_s: float = 0.0,
 ) -> None:
-    journal.insert_pending(
+    journal.pending.insert(
         as_pending_row(
             {
                 "request_id": request_id,
@@ -77,7 +77,7 @@ def ask(
 
 
 def stored(journal: Journal, request_id: str) -> dict[str, Any]:
-    row = journal.pending_row(request_id)
+    row = journal.pending.row(request_id)
     assert row is not None
     return dict(row)
 
@@ -85,7 +85,7 @@ def stored(journal: Journal, request_id: str) -> dict[str, Any]:
 @pytest.fixture
 def journal() -> Journal:
     journal = Journal()
-    journal.register_instance(INSTANCE)  # this test's own pid: the owner is alive
+    journal.instances.register(INSTANCE)  # this test's own pid: the owner is alive
     return journal
 
 
@@ -109,7 +109,7 @@ def test_pending_json_lists_open_questions_as_the_meta_tools_show_them(journal: 
     ask(journal, URL_Q, URL_PARAMS, task_id="01TASK")
     ask(journal, SAMPLE, SAMPLING_PARAMS, kind="sampling")
     ask(journal, "01DONE00000000000000000000", {"message": "old", "requested_schema": SCHEMA})
-    journal.settle_pending("01DONE00000000000000000000", "declined", answer={"action": "decline"}, by="host")
+    journal.pending.settle("01DONE00000000000000000000", "declined", answer={"action": "decline"}, by="host")
     listed = cli("pending", "--json")
     table = run_cli("pending", env={**os.environ, "COLUMNS": "250"})  # a real process: no cell wraps
     assert listed.returncode == 0, listed.stderr
@@ -229,7 +229,7 @@ def test_a_resumable_call_of_a_gone_process_is_answered_for_the_next_start(
     journal: Journal, dead_owner: dict[str, Any]
 ) -> None:
     at = now_iso()
-    journal.insert_task(
+    journal.tasks.insert(
         as_task_row(
             {
                 "task_id": "01TASK",
@@ -243,7 +243,7 @@ def test_a_resumable_call_of_a_gone_process_is_answered_for_the_next_start(
             }
         )
     )
-    journal.set_round("01TASK", "opaque-state", 1)
+    journal.tasks.set_round("01TASK", "opaque-state", 1)
     ask(
         journal,
         FORM,

@@ -22,7 +22,7 @@ from emceepee_cli.store.journal import Journal
 from emceepee_cli.ids import new_id
 event = {"event_id": new_id(), "instance_id": "other", "type": sys.argv[2], "server": "alpha",
          "created_at": "2026-11-22T18:00:00.000Z", "data": {"status": "ready"}}
-Journal(sys.argv[1]).add_event(event)
+Journal(sys.argv[1]).events.add(event)
 """
 
 
@@ -126,7 +126,7 @@ def test_events_and_journal_status_read_without_writing(emceepee_home: Path) -> 
             "created_at": "2026-01-01T00:00:00.000Z",
             "data": {},
         }
-        journal.add_event(event)
+        journal.events.add(event)
     journal.close()
     before = db.stat().st_mtime_ns
     events = cli("events", "--json")

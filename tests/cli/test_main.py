@@ -202,7 +202,7 @@ def test_value_completion_offers_task_and_question_ids_from_the_journal(emceepee
     journal = Journal()
     at = now_iso()
     task = {"instance_id": "i", "server": "echo", "tool": "slow", "args": {}, "status": "working"}
-    journal.insert_task(
+    journal.tasks.insert(
         as_task_row(
             {**task, "task_id": "01TASKAAAAAAAAAAAAAAAAAAAA", "created_at": at, "last_updated_at": at}
         )
@@ -214,7 +214,7 @@ def test_value_completion_offers_task_and_question_ids_from_the_journal(emceepee
         "params": {},
         "status": "pending",
     }
-    journal.insert_pending(
+    journal.pending.insert(
         as_pending_row(
             {**question, "request_id": "01ASKBBBBBBBBBBBBBBBBBBBBB", "created_at": at, "expires_at": at}
         )

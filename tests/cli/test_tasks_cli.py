@@ -20,10 +20,10 @@ from tests.support import as_task_row
 @pytest.fixture
 def journal() -> Journal:
     journal = Journal()
-    journal.register_instance("01INSTANCE")
+    journal.instances.register("01INSTANCE")
     for task_id, tool in (("01AAAWORKING00000000000000", "slow"), ("01BBBDONE00000000000000000", "echo")):
         at = now_iso()
-        journal.insert_task(
+        journal.tasks.insert(
             as_task_row(
                 {
                     "task_id": task_id,
@@ -38,7 +38,7 @@ def journal() -> Journal:
             )
         )
     result = {"content": [{"type": "text", "text": "the answer"}], "structuredContent": {"n": 42}}
-    journal.finish_task("01BBBDONE00000000000000000", TaskStatus.COMPLETED, result=result)
+    journal.tasks.finish("01BBBDONE00000000000000000", TaskStatus.COMPLETED, result=result)
     return journal
 
 
@@ -68,7 +68,7 @@ def test_tasks_cancel_marks_the_request_and_refuses_finished_tasks(journal: Jour
     asked = cli("tasks", "cancel", "01AAA")
     finished = cli("tasks", "cancel", "01BBB")
     assert asked.returncode == 0 and "Asked the emceepee process" in asked.stdout
-    assert journal.cancel_requests("01INSTANCE") == ["01AAAWORKING00000000000000"]
+    assert journal.tasks.cancel_requests("01INSTANCE") == ["01AAAWORKING00000000000000"]
     assert finished.returncode == 2 and "already completed" in finished.stderr
 
 
@@ -83,7 +83,7 @@ def test_an_ambiguous_or_unknown_prefix_is_a_clear_error(journal: Journal) -> No
 
 def test_interrupted_tasks_are_listed_by_default(journal: Journal) -> None:
     at = now_iso()
-    journal.insert_task(
+    journal.tasks.insert(
         as_task_row(
             {
                 "task_id": "01CCCLOST00000000000000000",
@@ -98,7 +98,7 @@ def test_interrupted_tasks_are_listed_by_default(journal: Journal) -> None:
         )
     )
     lost = "emceepee stopped while this call was running (its emceepee process, pid 1, stopped)"
-    journal.finish_task("01CCCLOST00000000000000000", TaskStatus.INTERRUPTED, error=lost)
+    journal.tasks.finish("01CCCLOST00000000000000000", TaskStatus.INTERRUPTED, error=lost)
     listed = json.loads(cli("tasks", "list", "--json").stdout)["tasks"]
     table = cli("tasks", "list").stdout
     assert [(t["task_id"][:5], t["status"]) for t in listed] == [
@@ -109,7 +109,7 @@ def test_interrupted_tasks_are_listed_by_default(journal: Journal) -> None:
 
 
 def test_tasks_show_renders_the_task_and_its_result_as_text_not_python(journal: Journal) -> None:
-    journal.update_progress("01AAAWORKING00000000000000", {"progress": 1.0, "total": 4.0}, "step one")
+    journal.tasks.update_progress("01AAAWORKING00000000000000", {"progress": 1.0, "total": 4.0}, "step one")
     working = cli("tasks", "show", "01AAA")
     done = cli("tasks", "show", "01BBB")
     as_json = json.loads(cli("tasks", "show", "01AAA", "--json").stdout)
@@ -138,7 +138,7 @@ def test_an_image_in_a_result_is_described_by_show_and_saved_by_result(
     journal: Journal, tmp_path: Path
 ) -> None:
     at = now_iso()
-    journal.insert_task(
+    journal.tasks.insert(
         as_task_row(
             {
                 "task_id": "01DDDIMAGE0000000000000000",
@@ -153,7 +153,7 @@ def test_an_image_in_a_result_is_described_by_show_and_saved_by_result(
         )
     )
     image = {"type": "image", "mimeType": "image/png", "data": base64.b64encode(b"\x89PNG-bytes").decode()}
-    journal.finish_task("01DDDIMAGE0000000000000000", TaskStatus.COMPLETED, result={"content": [image]})
+    journal.tasks.finish("01DDDIMAGE0000000000000000", TaskStatus.COMPLETED, result={"content": [image]})
     shown = cli("tasks", "show", "01DDD")
     saved = cli("tasks", "result", "01DDD", "--out", str(tmp_path))
     assert "  [image image/png, 10 bytes, not saved: `emceepee tasks result` saves it]" in shown.stdout

@@ -44,7 +44,7 @@ async def parts(
     """Questions (and what they stand on) on a real journal, in a real task group; no server."""
     path = tmp_path / "journal.db"
     own = Journal(path)
-    own.register_instance(INSTANCE)
+    own.instances.register(INSTANCE)
     aio = AsyncJournal(own)
     async with anyio.create_task_group() as tg:
         runtime = Runtime(tg)

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from emceepee_cli.calls.call import CALL_TRANSITIONS, Call, CallState
-from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.pending import Pending
 from emceepee_cli.store.records import BadTransition, PendingRow
 from tests.support import emceepee, example_table, payload, write_config
 
@@ -48,14 +48,14 @@ async def test_a_host_cancel_while_a_modern_round_is_journaled_ends_the_call_and
 ) -> None:
     """The round's question is being written when the host gives up: the call ends as cancelled."""
     entered, release = threading.Event(), threading.Event()
-    insert_pending = Journal.insert_pending
+    insert = Pending.insert
 
-    def gated(self: Journal, row: PendingRow) -> None:  # a slow disk, at the journal's own seam
+    def gated(self: Pending, row: PendingRow) -> None:  # a slow disk, at the journal's own seam
         entered.set()
         release.wait(GATE_S)
-        insert_pending(self, row)
+        insert(self, row)
 
-    monkeypatch.setattr(Journal, "insert_pending", gated)
+    monkeypatch.setattr(Pending, "insert", gated)
     config = write_config(tmp_path / "config.toml", example_table("modern", "modern.py", protocol="modern"))
     with anyio.fail_after(30):
         async with emceepee(config) as client:

@@ -22,13 +22,13 @@ def test_leftovers_are_stopped_only_when_pid_and_start_time_match_and_the_owner_
     left, reused, owned = (subprocess.Popen(sleeper) for _ in range(3))
     journal = Journal()
     try:
-        journal.register_instance("dead")
-        journal.stop_instance("dead")
-        journal.register_instance("alive")  # this process: alive
+        journal.instances.register("dead")
+        journal.instances.stop("dead")
+        journal.instances.register("alive")  # this process: alive
         for instance, process, shift in (("dead", left, 0), ("dead", reused, 1), ("alive", owned, 0)):
             start = processes.identify(process.pid).start
             assert start is not None
-            journal.add_spawned(instance, "h", process.pid, start + shift)
+            journal.spawned.add(instance, "h", process.pid, start + shift)
         found = leftovers.reap(journal)
         left.wait(timeout=10)
         assert found == 2
@@ -48,15 +48,15 @@ def test_what_an_instance_of_an_earlier_boot_left_is_forgotten_never_signalled(e
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     journal = Journal()
     try:
-        journal.register_instance("before-reboot")
-        journal.stop_instance("before-reboot")
+        journal.instances.register("before-reboot")
+        journal.instances.stop("before-reboot")
         journal.db.execute(
             "UPDATE instances SET proc_start = ? WHERE instance_id = ?",
             ["linux:00000000-0000-0000-0000-000000000000:12345", "before-reboot"],
         )
         start = processes.identify(sleeper.pid).start
         assert start is not None
-        journal.add_spawned("before-reboot", "h", sleeper.pid, start)  # same pid, same ticks
+        journal.spawned.add("before-reboot", "h", sleeper.pid, start)  # same pid, same ticks
         assert leftovers.reap(journal) == 0
         assert sleeper.poll() is None, "a process of this boot is not what an earlier boot left"
         assert list(journal.db["spawned"].rows) == []

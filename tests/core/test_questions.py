@@ -32,7 +32,7 @@ SAMPLE = {"messages": [{"role": "user", "content": {"type": "text", "text": "Sum
 async def test_a_question_is_journaled_announced_and_listed_until_answered(tmp_path: Path) -> None:
     async with parts(tmp_path) as p:
         asked = await p.questions.ask("srv", "elicitation", FORM, task_id="T1", correlation="sole")
-        row = p.journal.pending_row(asked.request_id)
+        row = p.journal.pending.row(asked.request_id)
         listed = p.questions.listed(server="srv")
         pending = p.questions.for_client()
         answered = await p.questions.answer(
@@ -78,7 +78,7 @@ async def test_an_answer_another_process_wrote_is_picked_up_by_sync(tmp_path: Pa
     async with parts(tmp_path) as p:
         asked = await p.questions.ask("srv", "sampling", SAMPLE, task_id=None, correlation="server")
         answer = {"role": "assistant", "content": {"type": "text", "text": "done"}, "model": "cli"}
-        assert p.journal.settle_pending(asked.request_id, "completed", answer=answer, by="cli")
+        assert p.journal.pending.settle(asked.request_id, "completed", answer=answer, by="cli")
         await p.questions.sync()
         with anyio.fail_after(5):
             final = await p.questions.wait(asked)
@@ -105,7 +105,7 @@ async def test_withdrawn_and_abandoned_questions_are_rejected(tmp_path: Path) ->
         abandoned = await p.questions.ask("srv", "elicitation", FORM, task_id=None, correlation="server")
         with anyio.move_on_after(0.05):  # the backend withdraws: its wait is cancelled
             await p.questions.wait(abandoned)
-        rows = {r["request_id"]: r for r in p.journal.pending_rows(status=None)}
+        rows = {r["request_id"]: r for r in p.journal.pending.rows(status=None)}
     assert rows[of_call.request_id]["status"] == "rejected"
     assert rows[of_call.request_id]["error"] == "its call was cancelled"
     assert rows[abandoned.request_id]["status"] == "rejected"
@@ -139,7 +139,7 @@ async def test_an_adopted_calls_questions_are_held_again_open_or_settled(tmp_pat
         done = await p.questions.ask("srv", "elicitation", FORM, task_id="T1", correlation="exact")
         await p.questions.answer(done.request_id, {"action": "decline"}, by="model")
         p.questions.live.clear()  # as a new process that never held them
-        rows = {r["request_id"]: r for r in p.journal.pending_rows(status=None)}
+        rows = {r["request_id"]: r for r in p.journal.pending.rows(status=None)}
         held_open, held_done = (
             p.questions.adopt(rows[open_.request_id]),
             p.questions.adopt(rows[done.request_id]),
@@ -153,4 +153,4 @@ async def test_a_status_outside_the_transition_table_is_a_bug_and_raised(tmp_pat
         asked = await p.questions.ask("srv", "sampling", SAMPLE, task_id=None, correlation="server")
         with pytest.raises(BadTransition):
             await p.questions.settle(asked.request_id, "accepted")  # an elicitation's end, not sampling's
-        assert status_of(p.journal.pending_row(asked.request_id)) == "pending"
+        assert status_of(p.journal.pending.row(asked.request_id)) == "pending"

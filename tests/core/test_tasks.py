@@ -84,7 +84,7 @@ async def test_a_call_done_in_time_is_answered_and_no_task_exists(tmp_path: Path
         with anyio.fail_after(WAIT_S):
             result = await t.execute(backends["echo"], "echo", {"text": "hi"}, None, None)
     assert text(result) == "hi"
-    assert p.journal.tasks(include_finished=True) == [] and t.calls == {}
+    assert p.journal.tasks.rows(include_finished=True) == [] and t.calls == {}
 
 
 async def test_a_slow_call_becomes_a_task_whose_end_is_journaled_and_announced(tmp_path: Path) -> None:
@@ -94,12 +94,12 @@ async def test_a_slow_call_becomes_a_task_whose_end_is_journaled_and_announced(t
             promoted = await t.execute(backends["h"], "gated", gate.args("done"), 10, None)
             assert isinstance(promoted, dict)
             task_id = promoted["proxy_task"]["task_id"]
-            working = p.journal.task(task_id)
+            working = p.journal.tasks.row(task_id)
             listed = await t.list_tasks("h", None, False)
             busy = t.working()
             gate.open()
             result = await t.result(task_id[:10], 20_000, None)
-        done = p.journal.task(task_id)
+        done = p.journal.tasks.row(task_id)
         announced = types_of(p)
     assert promoted["proxy_task"]["status"] == "working" and promoted["pending_on_server"]["server"] == "h"
     assert (
@@ -139,9 +139,9 @@ async def test_a_cancel_another_process_asked_for_is_carried_out(tmp_path: Path)
             promoted = await t.execute(backends["echo"], "slow", slow(30), 10, None)
             assert isinstance(promoted, dict)
             task_id = promoted["proxy_task"]["task_id"]
-            assert p.journal.request_cancel(task_id)  # as `emceepee tasks cancel` does
+            assert p.journal.tasks.request_cancel(task_id)  # as `emceepee tasks cancel` does
             await t.cancel_requested()  # as the watcher does when the journal changed
-    assert status_of(p.journal.task(task_id)) == "cancelled"
+    assert status_of(p.journal.tasks.row(task_id)) == "cancelled"
 
 
 async def test_a_task_past_its_ttl_expires(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ async def test_a_task_past_its_ttl_expires(tmp_path: Path) -> None:
             assert isinstance(promoted, dict)
             await anyio.sleep(0.3)  # its TTL passes
             await t.expire_due()  # as the watcher does
-    assert status_of(p.journal.task(promoted["proxy_task"]["task_id"])) == "expired"
+    assert status_of(p.journal.tasks.row(promoted["proxy_task"]["task_id"])) == "expired"
 
 
 async def test_a_task_the_journal_cannot_take_is_kept_in_memory_and_its_result_served(tmp_path: Path) -> None:
@@ -174,7 +174,7 @@ async def test_a_task_the_journal_cannot_take_is_kept_in_memory_and_its_result_s
         and "restart would lose it" in promoted["journal_error"]["hint"]
     )
     assert shown["status"] == "working" and text(result) == "done" and later["status"] == "completed"
-    assert p.journal.task(task_id) is None and task_id in t.recorder.unjournaled
+    assert p.journal.tasks.row(task_id) is None and task_id in t.recorder.unjournaled
 
 
 async def test_a_modern_call_asks_in_rounds_journals_them_and_resumes_through_its_saga(
@@ -185,7 +185,7 @@ async def test_a_modern_call_asks_in_rounds_journals_them_and_resumes_through_it
             first = await t.execute(backends["modern"], "book", {"city": "Oslo"}, None, None)
             assert isinstance(first, dict)
             task_id = first["proxy_task"]["task_id"]
-            row = p.journal.task(task_id)
+            row = p.journal.tasks.row(task_id)
             [date] = first["saga"]["steps"]
             second = await t.resume(
                 first["saga"]["saga_token"],

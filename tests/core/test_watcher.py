@@ -57,7 +57,7 @@ async def journal_held(p: Parts) -> AsyncIterator[None]:
     the order it was queued (the worker takes its jobs first come, first served)."""
     gate, held = threading.Event(), threading.Event()
 
-    def hold(journal: Journal) -> None:
+    def hold() -> None:
         held.set()
         gate.wait(30)
 
@@ -88,7 +88,7 @@ async def test_a_purge_runs_in_batches_that_other_journal_work_interleaves_with(
                     tg.start_soon(watcher.purge)
                     await queued(p, 1)  # its first batch is next
                 for _ in range(3):  # each call waits for at most one batch, not for the whole purge
-                    seen.append(await p.aio.run(left))
+                    seen.append(await p.aio.run(left, p.aio.sync))
         assert total > seen[0] >= seen[1] >= seen[2] > 0
         assert left(p.journal) == 0 and not watcher._purging
 
@@ -99,7 +99,7 @@ async def test_stopping_the_watcher_stops_a_purge_between_batches(tmp_path: Path
         old_rows(p.journal, PURGE_BATCH * 6, days_ago=2)
         total = left(p.journal)
 
-        def stop_now(journal: Journal) -> None:  # on the journal's worker, between two batches
+        def stop_now() -> None:  # on the journal's worker, between two batches
             anyio.from_thread.run_sync(watcher.stop)
 
         with anyio.fail_after(30):

@@ -59,9 +59,9 @@ def journal_with_rows(db: Path) -> None:
     missing middle."""
     journal = Journal(db)
     for n in range(2000):
-        journal.register_instance(f"I{n:05d}")
+        journal.instances.register(f"I{n:05d}")
     at = now_iso()
-    journal.insert_task(
+    journal.tasks.insert(
         TaskRow(
             task_id=TASK_ID,
             instance_id="I00000",

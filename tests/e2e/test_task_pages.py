@@ -22,11 +22,11 @@ pytestmark = pytest.mark.anyio
 def history(count: int) -> list[str]:
     """`count` finished tasks of an emceepee that has stopped, in this test's journal; their ids."""
     journal = Journal()
-    journal.register_instance("01EARLIERSERVE")
+    journal.instances.register("01EARLIERSERVE")
     ids = []
     for n in range(count):
         task_id, at = new_id(), now_iso()
-        journal.insert_task(
+        journal.tasks.insert(
             as_task_row(
                 {
                     "task_id": task_id,
@@ -40,9 +40,9 @@ def history(count: int) -> list[str]:
                 }
             )
         )
-        journal.finish_task(task_id, TaskStatus.COMPLETED, result={"content": []})
+        journal.tasks.finish(task_id, TaskStatus.COMPLETED, result={"content": []})
         ids.append(task_id)
-    journal.stop_instance("01EARLIERSERVE")
+    journal.instances.stop("01EARLIERSERVE")
     journal.close()
     return ids
 

@@ -58,7 +58,7 @@ async def test_a_task_cut_by_a_normal_stop_says_emceepee_stopped_and_why_not_the
             slow = {"server": "echo", "tool": "slow", "args": {"seconds": 60, "steps": 1}, "timeout_ms": 10}
             task = payload(await client.call_tool("execute_tool", slow))["proxy_task"]
     # The host closed stdin: serve stopped the backend, then itself.
-    row = Journal().task(task["task_id"])
+    row = Journal().tasks.row(task["task_id"])
     assert row is not None and row["status"] == "interrupted"
     assert row["error"] == (
         "emceepee serve stopped (the host closed its connection) while the call to echo.slow was running;"

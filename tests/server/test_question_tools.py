@@ -155,7 +155,7 @@ async def test_a_host_that_can_elicit_gets_the_question_forwarded(config: Path) 
     assert asked == ["Name?"]
     assert texts(result) == ["hello Bo"]  # answered inside the call: no task
     assert tasks == {"tasks": []}
-    rows = Journal().pending_rows(status=None)
+    rows = Journal().pending.rows(status=None)
     assert [(r["status"], r["answered_by"]) for r in rows] == [("accepted", "host")]
 
 
@@ -216,7 +216,7 @@ async def test_an_unanswered_question_expires_and_the_backend_gets_an_error(
             left = payload(await client.call_tool("get_elicitations", {}))
     assert result.is_error and "expired" in texts(result)[0]  # the backend's own error result, passed through
     assert left == {"elicitations": []}
-    [row] = Journal().pending_rows(status=None)
+    [row] = Journal().pending.rows(status=None)
     assert row["status"] == "expired" and row["error"] == "nobody answered in time"
 
 
@@ -231,7 +231,7 @@ async def test_a_backend_dying_rejects_its_questions(config: Path) -> None:
             left = payload(await client.call_tool("get_elicitations", {}))
     assert result.is_error and "failed" in texts(result)[0]
     assert left == {"elicitations": []}
-    [row] = Journal().pending_rows(status=None)
+    [row] = Journal().pending.rows(status=None)
     assert row["status"] == "rejected" and "withdrew the request, or stopped" in (row["error"] or "")
 
 
@@ -361,6 +361,6 @@ async def test_cancelling_the_call_withdraws_its_question(config: Path) -> None:
             )
     assert cancelled["task"]["status"] == "cancelled"
     assert left == {"elicitations": []}
-    [row] = Journal().pending_rows(status=None)
+    [row] = Journal().pending.rows(status=None)
     assert row["status"] == "rejected"
     assert late.is_error and "already rejected" in texts(late)[0]

@@ -109,13 +109,13 @@ def test_a_file_cut_inside_a_page_is_damaged_and_an_empty_file_is_a_new_journal(
             reader(cut)
         assert refused.value.hint is not None and refused.value.hint.startswith("mv ")
     assert cut.read_bytes() == whole.read_bytes()[:-1]
-    Journal(empty).register_instance("I")  # as today: created in place
+    Journal(empty).instances.register("I")  # as today: created in place
     assert "instances" in sqlite_utils.Database(empty).table_names()
 
 
 def test_the_journal_is_private_to_the_user(emceepee_home: Path) -> None:
     journal = Journal()
-    journal.register_instance("I")
+    journal.instances.register("I")
     assert journal.path.parent == emceepee_home / "data"
     assert stat.S_IMODE(os.stat(journal.path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(journal.path.parent).st_mode) == 0o700
@@ -125,27 +125,27 @@ def test_the_journal_is_private_to_the_user(emceepee_home: Path) -> None:
 
 def test_a_task_is_finished_once_by_whoever_is_first(tmp_path: Path) -> None:
     first, second = Journal(tmp_path / "j.db"), Journal(tmp_path / "j.db")
-    first.register_instance("I")
-    first.insert_task(task_row("T", "I"))
-    assert first.finish_task("T", TaskStatus.COMPLETED, result={"content": []}) is True
-    assert second.finish_task("T", TaskStatus.CANCELLED, error="late") is False
-    row = second.task("T")
+    first.instances.register("I")
+    first.tasks.insert(task_row("T", "I"))
+    assert first.tasks.finish("T", TaskStatus.COMPLETED, result={"content": []}) is True
+    assert second.tasks.finish("T", TaskStatus.CANCELLED, error="late") is False
+    row = second.tasks.row("T")
     assert row is not None and row["status"] == "completed" and row["error"] is None
 
 
 def test_working_tasks_of_a_dead_instance_become_interrupted_and_live_ones_stay(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j.db")
-    journal.register_instance("LIVE")
-    journal.register_instance("DEAD")
+    journal.instances.register("LIVE")
+    journal.instances.register("DEAD")
     dead_pid = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     ).stdout
     journal.db.execute("UPDATE instances SET pid = ? WHERE instance_id = 'DEAD'", [int(dead_pid)])
-    journal.insert_task(task_row("T1", "LIVE"))
-    journal.insert_task(task_row("T2", "DEAD"))
-    assert journal.interrupt_orphans() == ["T2"]
-    assert status_of(journal.task("T1")) == "working"
-    row = journal.task("T2")
+    journal.tasks.insert(task_row("T1", "LIVE"))
+    journal.tasks.insert(task_row("T2", "DEAD"))
+    assert journal.instances.interrupt_orphans() == ["T2"]
+    assert status_of(journal.tasks.row("T1")) == "working"
+    row = journal.tasks.row("T2")
     assert row is not None and row["status"] == "interrupted"
     error = row["error"] or ""
     assert f"pid {int(dead_pid)}" in error and "the backend call was lost" in error
@@ -153,31 +153,31 @@ def test_working_tasks_of_a_dead_instance_become_interrupted_and_live_ones_stay(
 
 def test_a_cancel_request_is_seen_by_the_owner_through_data_version(tmp_path: Path) -> None:
     owner, cli = Journal(tmp_path / "j.db"), Journal(tmp_path / "j.db")
-    owner.register_instance("I")
-    owner.insert_task(task_row("T", "I"))
+    owner.instances.register("I")
+    owner.tasks.insert(task_row("T", "I"))
     version = owner.data_version()
-    assert cli.request_cancel("T") is True
+    assert cli.tasks.request_cancel("T") is True
     assert owner.data_version() != version
-    assert owner.cancel_requests("I") == ["T"]
+    assert owner.tasks.cancel_requests("I") == ["T"]
 
 
 def test_finished_tasks_past_the_retention_are_purged_and_working_ones_kept(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j.db")
-    journal.register_instance("I")
+    journal.instances.register("I")
     for task_id in ("OLD", "NEW", "RUNNING"):
-        journal.insert_task(task_row(task_id, "I"))
-    journal.finish_task("OLD", TaskStatus.COMPLETED, result={"content": []})
-    journal.finish_task("NEW", TaskStatus.COMPLETED, result={"content": []})
+        journal.tasks.insert(task_row(task_id, "I"))
+    journal.tasks.finish("OLD", TaskStatus.COMPLETED, result={"content": []})
+    journal.tasks.finish("NEW", TaskStatus.COMPLETED, result={"content": []})
     journal.db.execute("UPDATE tasks SET finished_at = ? WHERE task_id = 'OLD'", [now_iso(-7200)])
-    assert journal.purge_finished(retention_s=3600) == 1
-    assert [t["task_id"] for t in journal.tasks(include_finished=True)] == ["NEW", "RUNNING"]
+    assert journal.retention.purge_finished(retention_s=3600) == 1
+    assert [t["task_id"] for t in journal.tasks.rows(include_finished=True)] == ["NEW", "RUNNING"]
 
 
 def _open_at_the_barrier(path: str, barrier: Any, errors: Any) -> None:
     barrier.wait()
     try:
         journal = Journal(Path(path))
-        journal.register_instance(f"I{os.getpid()}")
+        journal.instances.register(f"I{os.getpid()}")
         journal.close()
     except Exception as exc:  # noqa: BLE001 - reported to the test, which names it
         errors.put(f"{type(exc).__name__}: {exc}")
@@ -200,25 +200,25 @@ def test_many_processes_opening_a_fresh_journal_at_the_same_instant_all_open(tmp
 
 def test_a_live_owner_is_alive_however_stale_its_heartbeat_and_a_reused_pid_is_not(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j.db")
-    journal.register_instance("ME")
+    journal.instances.register("ME")
     journal.db.execute("UPDATE instances SET heartbeat_at = ?", [now_iso(-24 * 3600)])
-    me = journal.instance("ME")
+    me = journal.instances.row("ME")
     assert me is not None and me["proc_start"]
-    assert journal.instance_alive(me) is True
-    assert journal.instance_alive({**me, "proc_start": "linux:another-boot:1"}) is False  # pid reused
-    assert journal.instance_alive({**me, "stopped_at": now_iso()}) is False
+    assert journal.instances.alive(me) is True
+    assert journal.instances.alive({**me, "proc_start": "linux:another-boot:1"}) is False  # pid reused
+    assert journal.instances.alive({**me, "stopped_at": now_iso()}) is False
     # an old row without a start time, or one from another machine, can only go by the heartbeat
-    assert journal.instance_alive({**me, "proc_start": None}) is False
-    assert journal.instance_alive({**me, "machine": "elsewhere", "heartbeat_at": now_iso()}) is True
+    assert journal.instances.alive({**me, "proc_start": None}) is False
+    assert journal.instances.alive({**me, "machine": "elsewhere", "heartbeat_at": now_iso()}) is True
 
 
 def _adopt_at_the_barrier(path: str, barrier: Any, claims: Any) -> None:
     journal = Journal(Path(path))
     me = f"I{os.getpid()}"
-    journal.register_instance(me)
+    journal.instances.register(me)
     barrier.wait()
     try:
-        claims.put((me, journal.adopt_orphans(me)))
+        claims.put((me, journal.instances.adopt_orphans(me)))
     except Exception as exc:  # noqa: BLE001 - reported to the test, which names it
         claims.put((me, f"{type(exc).__name__}: {exc}"))
 
@@ -226,12 +226,12 @@ def _adopt_at_the_barrier(path: str, barrier: Any, claims: Any) -> None:
 def test_the_suspended_calls_of_a_dead_owner_are_each_claimed_by_exactly_one_serve(tmp_path: Path) -> None:
     path = tmp_path / "j.db"
     setup = Journal(path)
-    setup.register_instance("DEAD")
+    setup.instances.register("DEAD")
     setup.db.execute("UPDATE instances SET pid = ?", [_exited_pid()])
     suspended = [f"T{i:02d}" for i in range(30)]
     for task_id in suspended:
-        setup.insert_task(task_row(task_id, "DEAD"))
-        setup.insert_pending(pending_row(f"Q{task_id}", "DEAD", task_id=task_id))
+        setup.tasks.insert(task_row(task_id, "DEAD"))
+        setup.pending.insert(pending_row(f"Q{task_id}", "DEAD", task_id=task_id))
     setup.db.execute("UPDATE tasks SET request_state = 'opaque'")
     context = multiprocessing.get_context("spawn")
     barrier, claims = context.Barrier(6), context.Queue()
@@ -248,21 +248,21 @@ def test_the_suspended_calls_of_a_dead_owner_are_each_claimed_by_exactly_one_ser
     assert sorted(claimed) == suspended  # every call once: no call re-driven twice, none left behind
     owners = {me: ids for me, ids in results}
     for task_id in suspended:
-        row, question = setup.task(task_id), setup.pending_row(f"Q{task_id}")
+        row, question = setup.tasks.row(task_id), setup.pending.row(f"Q{task_id}")
         assert row is not None and question is not None
         assert task_id in owners[row["instance_id"]] and question["instance_id"] == row["instance_id"]
 
 
 def test_an_interrupted_task_says_whose_process_it_was_and_a_time_not_before_its_own(tmp_path: Path) -> None:
-    Journal(tmp_path / "j.db").register_instance("DEAD")
+    Journal(tmp_path / "j.db").instances.register("DEAD")
     journal = Journal(tmp_path / "j.db")  # the CLI's: it owns nothing
     journal.db.execute("UPDATE instances SET pid = ?, heartbeat_at = ?", [_exited_pid(), now_iso(-4)])
-    journal.insert_task(task_row("T", "DEAD"))  # created after the owner's last heartbeat
-    journal.insert_pending(pending_row("Q", "DEAD"))
-    assert journal.interrupt_orphans() == ["T"]
-    task, question = journal.task("T"), journal.pending_row("Q")
+    journal.tasks.insert(task_row("T", "DEAD"))  # created after the owner's last heartbeat
+    journal.pending.insert(pending_row("Q", "DEAD"))
+    assert journal.instances.interrupt_orphans() == ["T"]
+    task, question = journal.tasks.row("T"), journal.pending.row("Q")
     assert task is not None and question is not None
-    dead = journal.instance("DEAD")
+    dead = journal.instances.row("DEAD")
     assert dead is not None
     pid = dead["pid"]
     for row, own in ((task, task["created_at"]), (question, question["created_at"])):
@@ -274,43 +274,43 @@ def test_an_interrupted_task_says_whose_process_it_was_and_a_time_not_before_its
 
 def test_a_live_serve_takes_back_its_rows_that_another_process_settled_as_orphans(tmp_path: Path) -> None:
     serve, elsewhere = Journal(tmp_path / "j.db"), Journal(tmp_path / "j.db")
-    serve.register_instance("ME")
+    serve.instances.register("ME")
     for task_id in ("T1", "T2"):
-        serve.insert_task(task_row(task_id, "ME"))
-    serve.insert_pending(pending_row("Q", "ME", task_id="T1"))
+        serve.tasks.insert(task_row(task_id, "ME"))
+    serve.pending.insert(pending_row("Q", "ME", task_id="T1"))
     # another machine (or an older emceepee) takes this serve for dead and settles its rows
     elsewhere.db.execute("UPDATE instances SET machine = 'elsewhere', heartbeat_at = ?", [now_iso(-3600)])
-    assert sorted(elsewhere.interrupt_orphans()) == ["T1", "T2"]
-    assert status_of(elsewhere.pending_row("Q")) == "rejected"
+    assert sorted(elsewhere.instances.interrupt_orphans()) == ["T1", "T2"]
+    assert status_of(elsewhere.pending.row("Q")) == "rejected"
     # the serve still sees them as its own, and takes back those it is still running
-    assert status_of(serve.task("T1")) == "working"
-    assert status_of(serve.pending_row("Q")) == "pending"
-    assert serve.reclaim("ME", ["T1"], ["Q"]) == ["T1", "Q"]
-    assert status_of(elsewhere.task("T1")) == "working"
-    assert status_of(elsewhere.pending_row("Q")) == "pending"
-    assert status_of(elsewhere.task("T2")) == "interrupted"  # not running here any more: left alone
+    assert status_of(serve.tasks.row("T1")) == "working"
+    assert status_of(serve.pending.row("Q")) == "pending"
+    assert serve.instances.reclaim("ME", ["T1"], ["Q"]) == ["T1", "Q"]
+    assert status_of(elsewhere.tasks.row("T1")) == "working"
+    assert status_of(elsewhere.pending.row("Q")) == "pending"
+    assert status_of(elsewhere.tasks.row("T2")) == "interrupted"  # not running here any more: left alone
     # a result that arrives before the watcher reclaims is still written
-    assert serve.finish_task("T2", TaskStatus.COMPLETED, result={"content": []}) is True
-    assert status_of(elsewhere.task("T2")) == "completed"
+    assert serve.tasks.finish("T2", TaskStatus.COMPLETED, result={"content": []}) is True
+    assert status_of(elsewhere.tasks.row("T2")) == "completed"
 
 
 def test_a_deleted_journal_is_re_created_with_this_processs_rows(tmp_path: Path) -> None:
     path = tmp_path / "j.db"
     serve = Journal(path)
-    serve.register_instance("ME")
-    serve.insert_task(task_row("T", "ME"))
-    serve.insert_pending(pending_row("Q", "ME", task_id="T"))
+    serve.instances.register("ME")
+    serve.tasks.insert(task_row("T", "ME"))
+    serve.pending.insert(pending_row("Q", "ME", task_id="T"))
     assert serve.recover() is None
     path.unlink()
     said = serve.recover()
     assert said is not None and "re-created" in said and "1 task(s)" in said
     assert serve.recover() is None
     fresh = Journal(path)
-    assert status_of(fresh.task("T")) == "working"
-    assert status_of(fresh.pending_row("Q")) == "pending"
-    assert fresh.instance("ME") is not None
-    assert serve.finish_task("T", TaskStatus.COMPLETED, result={"content": []}) is True
-    assert status_of(fresh.task("T")) == "completed"
+    assert status_of(fresh.tasks.row("T")) == "working"
+    assert status_of(fresh.pending.row("Q")) == "pending"
+    assert fresh.instances.row("ME") is not None
+    assert serve.tasks.finish("T", TaskStatus.COMPLETED, result={"content": []}) is True
+    assert status_of(fresh.tasks.row("T")) == "completed"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 
@@ -345,27 +345,27 @@ def test_the_events_a_dead_instance_never_delivered_are_claimed_once_and_a_live_
     tmp_path: Path,
 ) -> None:
     journal = Journal(tmp_path / "j.db")
-    journal.register_instance("LIVE")  # this test's own pid: alive
-    journal.register_instance("DEAD")
+    journal.instances.register("LIVE")  # this test's own pid: alive
+    journal.instances.register("DEAD")
     journal.db.execute("UPDATE instances SET pid = ? WHERE instance_id = 'DEAD'", [_exited_pid()])
     for n in range(5):
-        journal.add_event({**event(n), "instance_id": "DEAD"})
-        journal.add_event({**event(100 + n), "instance_id": "LIVE"})
-    journal.set_cursor("DEAD", "E001")  # its host had these two
-    first = journal.claim_events("ME", limit=2)
-    rest = journal.claim_events("OTHER", limit=100)
+        journal.events.add({**event(n), "instance_id": "DEAD"})
+        journal.events.add({**event(100 + n), "instance_id": "LIVE"})
+    journal.events.set_cursor("DEAD", "E001")  # its host had these two
+    first = journal.events.claim("ME", limit=2)
+    rest = journal.events.claim("OTHER", limit=100)
     assert [(e["event_id"], e.get("replayed")) for e in first] == [("E002", True), ("E003", True)]
     assert [e["event_id"] for e in rest] == ["E004"] and rest[0]["data"] == {"n": 4}
-    assert journal.claim_events("LATE", limit=100) == []
+    assert journal.events.claim("LATE", limit=100) == []
 
 
 def _claim_at_the_barrier(path: str, barrier: Any, claims: Any) -> None:
     journal = Journal(Path(path))
     me = f"I{os.getpid()}"
-    journal.register_instance(me)
+    journal.instances.register(me)
     barrier.wait()
     try:
-        claims.put([e["event_id"] for e in journal.claim_events(me, limit=1000)])
+        claims.put([e["event_id"] for e in journal.events.claim(me, limit=1000)])
     except Exception as exc:  # noqa: BLE001 - reported to the test, which names it
         claims.put(f"{type(exc).__name__}: {exc}")
 
@@ -374,10 +374,10 @@ def test_serves_starting_together_each_deliver_a_dead_instances_events_once_in_a
     path = tmp_path / "j.db"
     setup = Journal(path)
     for dead in ("D1", "D2", "D3"):
-        setup.register_instance(dead)
+        setup.instances.register(dead)
         setup.db.execute("UPDATE instances SET pid = ? WHERE instance_id = ?", [_exited_pid(), dead])
         for n in range(20):
-            setup.add_event({**event(n), "event_id": f"{dead}-{n:02d}", "instance_id": dead})
+            setup.events.add({**event(n), "event_id": f"{dead}-{n:02d}", "instance_id": dead})
     context = multiprocessing.get_context("spawn")
     barrier, claims = context.Barrier(4), context.Queue()
     serves = [

@@ -23,7 +23,7 @@ def add_tasks(journal: Journal, count: int, *, server: str = "s", finished: bool
     ids = []
     for _ in range(count):
         task_id, at = new_id(), now_iso()
-        journal.insert_task(
+        journal.tasks.insert(
             as_task_row(
                 {
                     "task_id": task_id,
@@ -38,22 +38,22 @@ def add_tasks(journal: Journal, count: int, *, server: str = "s", finished: bool
             )
         )
         if finished:
-            journal.finish_task(task_id, TaskStatus.COMPLETED, result={"content": []})
+            journal.tasks.finish(task_id, TaskStatus.COMPLETED, result={"content": []})
         ids.append(task_id)
     return ids
 
 
 def every_page(journal: Journal, where: TaskFilter, limit: int) -> list[TaskPage]:
-    pages = [journal.task_page(where, None, limit)]
+    pages = [journal.tasks.page(where, None, limit)]
     while "next_cursor" in pages[-1]:
-        pages.append(journal.task_page(where, pages[-1]["next_cursor"], limit))
+        pages.append(journal.tasks.page(where, pages[-1]["next_cursor"], limit))
     return pages
 
 
 @pytest.fixture
 def journal(tmp_path: Path) -> Journal:
     journal = Journal(tmp_path / "j.db")
-    journal.register_instance("I")
+    journal.instances.register("I")
     return journal
 
 
@@ -70,31 +70,31 @@ def test_a_page_carries_each_tasks_state_and_never_its_result(journal: Journal, 
     CLI's read-only one; the task itself still has it."""
     [task_id] = add_tasks(journal, 1, finished=False)
     big = {"content": [{"type": "text", "text": "x" * 2_000_000}]}
-    journal.finish_task(task_id, TaskStatus.COMPLETED, result=big)
+    journal.tasks.finish(task_id, TaskStatus.COMPLETED, result=big)
     where = TaskFilter(include_finished=True)
-    [listed] = journal.task_page(where, None, 10)["tasks"]
+    [listed] = journal.tasks.page(where, None, 10)["tasks"]
     [read_only] = inspect.task_page(tmp_path / "j.db", where, None, 10)["tasks"]
     assert listed["status"] == read_only["status"] == "completed"
     assert listed["result"] is None and read_only["result"] is None
-    whole = journal.task(task_id)
+    whole = journal.tasks.row(task_id)
     assert whole is not None and whole["result"] is not None and len(whole["result"]) > 2_000_000
 
 
 def test_a_cursor_holds_while_another_process_adds_tasks(journal: Journal, tmp_path: Path) -> None:
     before = add_tasks(journal, 12)
     where = TaskFilter(include_finished=True)
-    first = journal.task_page(where, None, 5)
+    first = journal.tasks.page(where, None, 5)
     other = Journal(tmp_path / "j.db")  # a second writer: another serve, on the same file
     added = add_tasks(other, 7)
     rest: list[TaskRow] = []
     cursor = first["next_cursor"]
     while cursor:
-        page = journal.task_page(where, cursor, 5)
+        page = journal.tasks.page(where, cursor, 5)
         rest += page["tasks"]
         cursor = page.get("next_cursor", "")
     listed = [t["task_id"] for t in [*first["tasks"], *rest]]
     assert listed == before[::-1]  # nothing twice, nothing skipped, the new ones not mixed in
-    fresh = journal.task_page(where, None, 7)
+    fresh = journal.tasks.page(where, None, 7)
     assert [t["task_id"] for t in fresh["tasks"]] == added[::-1] and fresh.get("more") == 12
 
 
@@ -118,7 +118,7 @@ def test_filters_page_through_only_their_tasks(journal: Journal) -> None:
 def test_a_garbage_or_made_up_cursor_is_refused_clearly(journal: Journal, cursor: str) -> None:
     add_tasks(journal, 3)
     with pytest.raises(UsageError) as refused:
-        journal.task_page(TaskFilter(include_finished=True), cursor, 2)
+        journal.tasks.page(TaskFilter(include_finished=True), cursor, 2)
     assert "is not one a task listing gave" in refused.value.message
     assert "leave it out to start again" in (refused.value.hint or "")
     assert len(refused.value.message) < 200  # a long cursor is not echoed whole
@@ -126,13 +126,13 @@ def test_a_garbage_or_made_up_cursor_is_refused_clearly(journal: Journal, cursor
 
 def test_an_edited_cursor_is_refused_and_one_from_other_filters_names_them(journal: Journal) -> None:
     add_tasks(journal, 5)
-    cursor = journal.task_page(TaskFilter(include_finished=True), None, 2)["next_cursor"]
+    cursor = journal.tasks.page(TaskFilter(include_finished=True), None, 2)["next_cursor"]
     body, check = cursor.split(".")
     flipped = body[:-3] + ("A" if body[-3] != "A" else "B") + body[-2:]
     with pytest.raises(UsageError, match="is not one a task listing gave"):
-        journal.task_page(TaskFilter(include_finished=True), f"{flipped}.{check}", 2)
+        journal.tasks.page(TaskFilter(include_finished=True), f"{flipped}.{check}", 2)
     with pytest.raises(UsageError, match="other filters") as other:
-        journal.task_page(TaskFilter(server="s", include_finished=True), cursor, 2)
+        journal.tasks.page(TaskFilter(server="s", include_finished=True), cursor, 2)
     assert "include_completed=True" in other.value.message
 
 
@@ -172,25 +172,25 @@ def full_scans(plans: list[str]) -> list[str]:
 
 def resolve_quietly(journal: Journal, prefix: str) -> None:
     with suppress(UsageError):  # several ids share the prefix: it says so, after the query
-        journal.resolve_task(prefix)
+        journal.tasks.resolve(prefix)
 
 
 def test_every_listing_query_is_served_by_an_index(journal: Journal) -> None:
     add_tasks(journal, 30)
     add_tasks(journal, 3, server="b", finished=False)
     # No ANALYZE: the journal never runs it, and its statistics for a table this small favour scans.
-    page = journal.task_page(TaskFilter(include_finished=True), None, 10)
+    page = journal.tasks.page(TaskFilter(include_finished=True), None, 10)
     newest = page["tasks"][0]["task_id"]
     listings = [
-        lambda: journal.task_page(TaskFilter(), None, 2),
-        lambda: journal.task_page(TaskFilter(include_finished=True), None, 10),
-        lambda: journal.task_page(TaskFilter(include_finished=True), page["next_cursor"], 10),
-        lambda: journal.task_page(TaskFilter(server="s", include_finished=True), None, 10),
-        lambda: journal.task_page(TaskFilter(server="b", status="working"), None, 1),
-        lambda: journal.task_page(TaskFilter(status="failed"), None, 10),
-        lambda: journal.pending_rows(),
+        lambda: journal.tasks.page(TaskFilter(), None, 2),
+        lambda: journal.tasks.page(TaskFilter(include_finished=True), None, 10),
+        lambda: journal.tasks.page(TaskFilter(include_finished=True), page["next_cursor"], 10),
+        lambda: journal.tasks.page(TaskFilter(server="s", include_finished=True), None, 10),
+        lambda: journal.tasks.page(TaskFilter(server="b", status="working"), None, 1),
+        lambda: journal.tasks.page(TaskFilter(status="failed"), None, 10),
+        lambda: journal.pending.rows(),
         lambda: resolve_quietly(journal, newest[:12].lower()),
-        lambda: journal.purge_batch(3600),
+        lambda: journal.retention.purge_batch(3600),
     ]
     plans = [plan for run in listings for plan in explained(journal, run)]
     assert full_scans(plans) == [], "\n\n".join(full_scans(plans))
@@ -213,7 +213,7 @@ def test_the_listing_indexes_are_a_migration_of_their_own(tmp_path: Path) -> Non
 def test_past_a_thousand_the_count_says_at_least(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("emceepee_cli.store.pages.MORE_COUNTED", 5)
     add_tasks(journal, 12)
-    first = journal.task_page(TaskFilter(include_finished=True), None, 3)
+    first = journal.tasks.page(TaskFilter(include_finished=True), None, 3)
     assert (first.get("more"), first.get("more_at_least")) == (5, True)
-    last = journal.task_page(TaskFilter(include_finished=True), first["next_cursor"], 4)
+    last = journal.tasks.page(TaskFilter(include_finished=True), first["next_cursor"], 4)
     assert (last.get("more"), last.get("more_at_least")) == (5, None)

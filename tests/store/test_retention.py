@@ -57,20 +57,20 @@ def counts(journal: Journal) -> dict[str, int]:
 @pytest.fixture
 def journal(tmp_path: Path) -> Journal:
     journal = Journal(tmp_path / "j.db")
-    journal.register_instance("LIVE")
+    journal.instances.register("LIVE")
     journal.db.execute(
         "INSERT INTO instances (instance_id, pid, machine, started_at, heartbeat_at, stopped_at)"
         " VALUES ('GONE', 1, 'elsewhere', ?, ?, ?)",
         [now_iso(-3 * DAY_S)] * 3,
     )
-    journal.set_cursor("GONE", "~")
+    journal.events.set_cursor("GONE", "~")
     return journal
 
 
 def test_a_purge_goes_in_batches_of_at_most_the_limit_table_by_table(journal: Journal) -> None:
     old_rows(journal, 25, days_ago=2)
     batches = []
-    while deleted := journal.purge_batch(DAY_S, limit=10):
+    while deleted := journal.retention.purge_batch(DAY_S, limit=10):
         batches.append((deleted, counts(journal)))
     assert [n for n, _ in batches] == [10, 10, 5, 10, 10, 5, 10, 10, 5, 1]
     assert batches[2][1]["tasks"] == 0 and batches[2][1]["events"] == 25  # tasks first, then events
@@ -96,13 +96,13 @@ def test_a_purge_keeps_what_is_recent_open_running_or_alive(journal: Journal) ->
         " VALUES ('SPAWNER', 2, 'elsewhere', ?, ?, ?)",
         [at, at, at],
     )
-    journal.add_spawned("SPAWNER", "s", 99999, 1)
-    journal.heartbeat("LIVE")
+    journal.spawned.add("SPAWNER", "s", 99999, 1)
+    journal.instances.heartbeat("LIVE")
     journal.db.execute("UPDATE instances SET heartbeat_at = ? WHERE instance_id = 'LIVE'", [at])
-    assert journal.purge_finished(DAY_S) == 3 * 3 + 1  # the old rows, and instance GONE
+    assert journal.retention.purge_finished(DAY_S) == 3 * 3 + 1  # the old rows, and instance GONE
     remaining = {r[0] for r in journal.db.execute("SELECT task_id FROM tasks")}
     assert "WORKING" in remaining and len(remaining) == 5
-    assert journal.pending_rows()[0]["request_id"] == "OPEN"
+    assert journal.pending.rows()[0]["request_id"] == "OPEN"
     assert {r[0] for r in journal.db.execute("SELECT instance_id FROM instances")} == {"LIVE", "SPAWNER"}
     assert counts(journal)["events"] == 4
 
@@ -118,7 +118,7 @@ def test_a_stale_instance_that_never_said_it_stopped_is_kept_while_its_process_l
         " VALUES ('CRASHED', ?, ?, ?, ?, 'not-its-start')",
         [os.getpid(), os.uname().nodename, now_iso(-3 * DAY_S), now_iso(-3 * DAY_S)],
     )
-    journal.purge_finished(DAY_S)
+    journal.retention.purge_finished(DAY_S)
     assert {r[0] for r in journal.db.execute("SELECT instance_id FROM instances")} == {"LIVE"}
 
 
@@ -127,9 +127,9 @@ def test_space_goes_back_to_the_disk_a_bounded_step_at_a_time(journal: Journal, 
     old_rows(journal, 3000, days_ago=2)
     journal.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     full = (tmp_path / "j.db").stat().st_size
-    journal.purge_finished(DAY_S)
+    journal.retention.purge_finished(DAY_S)
     freed = []
-    while step := journal.compact():
+    while step := journal.retention.compact():
         freed.append(step)
     journal.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     assert len(freed) > 1 and max(freed) <= COMPACT_PAGES
@@ -150,24 +150,24 @@ def test_an_older_small_journal_is_converted_once_and_a_large_one_left_to_reuse_
 ) -> None:
     older_journal(tmp_path / "small.db", 10)
     small = Journal(tmp_path / "small.db")
-    assert small.convert_to_incremental() is True
+    assert small.retention.convert_to_incremental() is True
     assert small.db.execute("PRAGMA auto_vacuum").fetchone()[0] == INCREMENTAL
-    assert small.convert_to_incremental() is False  # nothing left to do
+    assert small.retention.convert_to_incremental() is False  # nothing left to do
     older_journal(tmp_path / "large.db", 2000)
     large = Journal(tmp_path / "large.db")
-    assert large.convert_to_incremental(max_bytes=1024 * 1024) is False
+    assert large.retention.convert_to_incremental(max_bytes=1024 * 1024) is False
     assert large.db.execute("PRAGMA auto_vacuum").fetchone()[0] == 0
     large.db.execute("DELETE FROM filler")
-    assert large.compact() == 0  # its free pages stay for new rows
+    assert large.retention.compact() == 0  # its free pages stay for new rows
     assert large.db.execute("PRAGMA freelist_count").fetchone()[0] > 0
 
 
 def test_a_finished_task_past_the_retention_is_purged_whatever_its_id(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j.db")
-    journal.register_instance("I")
+    journal.instances.register("I")
     at = now_iso()
     for task_id in ("old-one", "new-one"):
-        journal.insert_task(
+        journal.tasks.insert(
             as_task_row(
                 {
                     "task_id": task_id,
@@ -180,7 +180,7 @@ def test_a_finished_task_past_the_retention_is_purged_whatever_its_id(tmp_path: 
                 }
             )
         )
-        journal.finish_task(task_id, TaskStatus.COMPLETED, result={"content": []})
+        journal.tasks.finish(task_id, TaskStatus.COMPLETED, result={"content": []})
     journal.db.execute("UPDATE tasks SET finished_at = ? WHERE task_id = 'old-one'", [now_iso(-7200)])
-    assert journal.purge_batch(3600) == 1
-    assert [t["task_id"] for t in journal.tasks(include_finished=True)] == ["new-one"]
+    assert journal.retention.purge_batch(3600) == 1
+    assert [t["task_id"] for t in journal.tasks.rows(include_finished=True)] == ["new-one"]
