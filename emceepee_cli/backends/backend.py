@@ -11,9 +11,13 @@ transport and the session itself, as anyio requires):
 `stop()` cancels whatever the backend is doing, a handshake included; the transport's own stop
 still runs, shielded and bounded. A call in flight when the backend dies fails at once with the
 exit status and stderr tail, and so does a call that waits for a backend whose start just failed
-(it is not made to wait out the restart backoff). A call cut off because emceepee stopped the
-backend on purpose (`stop(why)`: a config change restarts it, it was removed) or closed its
-connection (a line it could not read) is told that instead.
+(it is not made to wait out the restart backoff). "At once" is once the transport has stopped the
+process and read its stderr (`ProcessInfo.settled`), whichever of its exit and its last stderr
+lines came first; and a call on its way to the backend when it died (dispatched while it was
+ready, its request not yet sent) fails with that death too, not with the restart that follows.
+A call cut off because emceepee stopped the backend on purpose (`stop(why)`: a config change
+restarts it, it was removed) or closed its connection (a line it could not read) is told that
+instead.
 """
 
 from __future__ import annotations
@@ -57,7 +61,10 @@ INITIALIZE_TIMEOUT_S = 60.0  # first runs of `uvx`/`npx` download packages befor
 LIST_TIMEOUT_S = 30.0
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # one entry per attempt; then the backend is failed
 STABLE_AFTER_S = 60.0  # ready this long, and the next crash starts the backoff afresh
-DEATH_REPORT_WAIT_S = 1.0  # for a failed call, how long to wait for the exit code
+# A call failed by its backend's death waits for the transport to stop the process and read its
+# stderr (`ProcessInfo.settled`), so that its error has the exit status and the last stderr lines,
+# whatever order they arrive in; that stop and drain are bounded, and so is this wait.
+DEATH_REPORT_WAIT_S = transport.STOP_BOUND_S + transport.STDERR_DRAIN_S + 1.0
 DEATH_TAIL_LINES = 10  # of stderr, in an error that reports a backend's exit
 DEATH_TAIL_CHARS = 2000
 
@@ -130,6 +137,7 @@ class Backend:
         self.stopped_for: StopReason | None = None
         self._scope = anyio.CancelScope()  # stop() cancels it: nothing the backend does outlasts a stop
         self._lost = anyio.Event()
+        self._died: transport.ProcessInfo | None = None  # its ready connection ended, none is since
         self._start_failed = False  # the last attempt ended before ready: callers are told, not kept waiting
         self._handshaking: anyio.CancelScope | None = None
         self._garbled: str | None = None
@@ -194,16 +202,17 @@ class Backend:
         """last_error for a connection that ended with `exc`."""
         info = self.process
         if info is not None and info.returncode is not None and info.stopped_with is None:
-            return f"exited{'' if was_ready else ' during start-up'} ({self._death_report()})"
+            return f"exited{'' if was_ready else ' during start-up'} ({_death_report(info)})"
         text = describe(exc)
         if info is not None and (self._lost.is_set() or closed(exc)):
-            text += f"; {self._death_report()}"
+            text += f"; {_death_report(info)}"
         return text
 
     def _mark_lost(self) -> None:
         """The connection is gone: new calls wait for the restart instead of finding no session."""
         self._lost.set()
         if self.status == Status.READY and not self._stop.is_set():
+            self._died = self.process
             self._set_status(Status.RESTARTING)
 
     async def wait_for(self, done: Callable[[Status], bool], timeout_s: float, want: bool = False) -> None:
@@ -232,6 +241,7 @@ class Backend:
         if status == Status.READY:
             self.last_error = None
             self._start_failed = False
+            self._died = None
         if status != Status.READY:
             self.session = None
         self._changed.set()
@@ -281,10 +291,10 @@ class Backend:
         """Why a ready connection ended, once the process is stopped."""
         assert self.process is not None
         if self.process.dropped is not None:
-            return f"{self.process.dropped} ({self._death_report()})"
+            return f"{self.process.dropped} ({_death_report(self.process)})"
         if self.process.returncode is not None and self.process.stopped_with is None:
-            return f"exited ({self._death_report()})"
-        return f"closed the connection while running; emceepee stopped it ({self._death_report()})"
+            return f"exited ({_death_report(self.process)})"
+        return f"closed the connection while running; emceepee stopped it ({_death_report(self.process)})"
 
     async def _start_session(self, session: ClientSession) -> None:
         """The handshake, bounded; a line of garbage on stdout fails it at once, not at the timeout."""
@@ -328,11 +338,6 @@ class Backend:
         finally:
             if self.process is not None:  # reaped by now: it has an exit status
                 self.sink.ended(self, self.process)
-
-    def _death_report(self) -> str:
-        assert self.process is not None
-        tail = "\n".join(list(self.process.stderr_tail)[-DEATH_TAIL_LINES:])[-DEATH_TAIL_CHARS:]
-        return self.process.describe_exit() + (f"; stderr tail:\n{tail}" if tail else "")
 
     # ---- what the backend tells us ------------------------------------------------------
 
@@ -422,7 +427,9 @@ class Backend:
         """Send one request. Every way it can fail is a `BackendError` for this request alone: the
         backend died (with its exit status and stderr tail), answered with an error, sent an answer
         the SDK rejects (a malformed result), the pipe broke, or a bound ran out."""
-        session = self.require_session()
+        if self._died is not None:  # it died since the call was sent its way: that is why it fails
+            raise await self._connection_lost(what, self._died, sent=False)
+        session, process = self.require_session(), self.process
         try:
             return await send(session)
         except EmceepeeError:
@@ -435,10 +442,10 @@ class Backend:
             raise answered_with_error(self.name, what, exc.code, exc.message) from exc
         except MCPError as exc:  # the SDK's own: the connection ended, or a bound it keeps ran out
             if closed(exc):
-                raise await self._connection_lost(what) from exc
+                raise await self._connection_lost(what, process) from exc
             raise answered_with_error(self.name, what, exc.code, exc.message) from exc
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
-            raise await self._connection_lost(what) from exc
+            raise await self._connection_lost(what, process) from exc
         except TimeoutError as exc:
             raise BackendError(f"Backend '{self.name}' did not answer {what} in time.") from exc
         except Exception as exc:  # a malformed answer (pydantic), an output-schema mismatch, …
@@ -454,28 +461,42 @@ class Backend:
             hint=exc.hint,
         )
 
-    async def _connection_lost(self, what: str) -> BackendError:
-        self._mark_lost()
+    async def _connection_lost(
+        self, what: str, process: transport.ProcessInfo | None, sent: bool = True
+    ) -> BackendError:
+        """Why `what` failed with the connection to `process`: emceepee stopped the backend, or closed
+        the connection, or the process died (said once its exit status and stderr tail are known).
+        `sent`: the request reached the connection before it ended (else the call was on its way)."""
+        if process is self.process:  # not a later connection, which may be ready by now
+            self._mark_lost()
         if self._stop.is_set() and self.stopped_for is not None:
             return BackendError(
                 f"Backend '{self.name}' was {self.stopped_for.said} while {what} was running; "
                 "the call was cut off.",
                 hint=self.stopped_for.hint,
             )
-        if self.process is not None and self.process.dropped is not None:
+        during = f"during {what}" if sent else f"before {what} was sent"
+        if process is not None and process.dropped is not None:
             return BackendError(
-                f"Backend '{self.name}' lost its connection during {what}: {self.process.dropped}.",
+                f"Backend '{self.name}' lost its connection {during}: {process.dropped}.",
                 hint="It is being restarted; retry the call once list_servers shows it ready.",
             )
-        if self.process is None:
-            return BackendError(f"Lost the connection to backend '{self.name}' during {what}")
+        if process is None:
+            return BackendError(f"Lost the connection to backend '{self.name}' {during}")
         with anyio.move_on_after(DEATH_REPORT_WAIT_S):
-            await self.process.exited.wait()
-        ended = "exited" if self.process.returncode is not None else "closed the connection"
+            await process.settled.wait()
+        exited = process.returncode is not None and process.stopped_with is None
+        ended = "exited" if exited else "closed the connection"
         return BackendError(
-            f"Backend '{self.name}' {ended} during {what} ({self._death_report()})",
+            f"Backend '{self.name}' {ended} {during} ({_death_report(process)})",
             hint="It is being restarted; retry the call once list_servers shows it ready.",
         )
+
+
+def _death_report(process: transport.ProcessInfo) -> str:
+    """How the process ended, and the last lines of its stderr."""
+    tail = "\n".join(list(process.stderr_tail)[-DEATH_TAIL_LINES:])[-DEATH_TAIL_CHARS:]
+    return process.describe_exit() + (f"; stderr tail:\n{tail}" if tail else "")
 
 
 def configured_roots(paths: tuple[str, ...]) -> list[types.Root]:

@@ -49,6 +49,9 @@ class ProcessInfo:
     dropped: str | None = None  # why emceepee itself ended the connection, if it did
     exited: anyio.Event = field(default_factory=anyio.Event)  # reaped: `returncode` is known
     closed: anyio.Event = field(default_factory=anyio.Event)  # its stdout ended: the connection is over
+    # stopped, and its stderr read to the end (or to the transport's bound): its exit status and
+    # stderr tail are all there will be, so a report of its death waits for this
+    settled: anyio.Event = field(default_factory=anyio.Event)
     exchanges: Exchanges | None = (
         None  # raw calls beside the session, for the fast lane (backends/raw_pipe.py)
     )

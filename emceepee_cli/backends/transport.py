@@ -100,7 +100,8 @@ async def open_stdio(
     """Spawn a backend and yield the session's streams plus its `ProcessInfo`.
 
     The read stream ends (and so the session fails its pending requests) the moment the
-    backend's stdout closes; `info.exited` is set once the process has been reaped.
+    backend's stdout closes; `info.exited` is set once the process has been reaped, and
+    `info.settled` once it is stopped and its stderr read (its death report is then final).
     `on_problem` hears what goes wrong on our side of the pipes (log file, over-long messages).
     """
     executable = resolve_command(command, env)
@@ -134,6 +135,7 @@ async def open_stdio(
         log_file.close()
         if protocol.pipes is not None:
             protocol.pipes.close()  # our ends of the pipes; the process is gone by now
+        info.settled.set()
 
 
 async def _spawn(
