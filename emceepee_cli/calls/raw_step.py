@@ -13,7 +13,7 @@ What comes back is then kept one of two ways:
   write for it — the backend's own when they already are exactly those (an SDK backend's), else
   the same members re-serialized in the slow path's order and manner. The chain gets a stand-in
   result with no content: nothing follows from it. A call promoted to a task keeps them too: they
-  are journaled as they are (store/results.py) and read back from there for the host.
+  are journaled as they are (store/tables/results.py) and read back from there for the host.
 - else the result as the slow path reads it, for the chain to follow, resume or journal.
 A JSON-RPC error, a malformed answer, a dying backend or a broken pipe fail through
 `Backend.request` (the caller's), so their errors read exactly as on the slow path.

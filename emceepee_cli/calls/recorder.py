@@ -88,7 +88,7 @@ class Recorder:
 
     async def _finish(self, call: Call) -> None:
         result: dict[str, Any] | None = None
-        if call.raw is not None:  # the host's bytes, journaled as they are (store/results.py)
+        if call.raw is not None:  # the host's bytes, journaled as they are (store/tables/results.py)
             status, error = TaskStatus.COMPLETED, None
         elif call.result is not None:
             status, error = TaskStatus.COMPLETED, None

@@ -7,7 +7,7 @@ written to a private file (0600, in a 0700 `spool` folder of emceepee's data fol
 bytes are dropped; the reply is then written from the file, a chunk at a time. When no file can be
 written there (a read-only data folder, a full disk), the result stays in memory over the budget.
 
-A result journaled as the host's bytes (a task's, store/results.py) is read back for its reply
+A result journaled as the host's bytes (a task's, store/tables/results.py) is read back for its reply
 the same way, within the same budget (`Budget.hold_read`).
 
 Lifecycle: `Budget.hold` (or `hold_read`) returns a `Held`; whoever delivers it calls `release` once it is
@@ -118,7 +118,7 @@ class Budget:
 
     async def hold_read(self, size: int, read: Callable[[BinaryIO], Awaitable[int]]) -> Held:
         """Keep `size` bytes that `read` copies into the file it is given (a journaled result,
-        store/results.py): into memory within the budget, else straight into a spool file, so a
+        store/tables/results.py): into memory within the budget, else straight into a spool file, so a
         result read back is never whole in memory twice. `read` says how many bytes it copied;
         fewer than `size` (the result went meanwhile) raises LookupError."""
         if self.held + size <= self.limit:

@@ -150,7 +150,7 @@ class Stepper:
 
     def _row(self, step: Step) -> StepRow:
         """The step's row; a raw result (calls/raw_step.py) is the task's, journaled once with the
-        task (store/results.py): its step row keeps none (store/steps.py)."""
+        task (store/tables/results.py): its step row keeps none (store/tables/steps.py)."""
         row = step.row(self.call.call_id)
         if step.n == 1 and self.call.raw_preview is not None and step.finished_at is not None:
             row["result"], row["text"] = None, self.call.raw_preview

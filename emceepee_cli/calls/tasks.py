@@ -53,7 +53,7 @@ from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.pages import TaskFilter, clamp_limit
 from emceepee_cli.store.records import StepRow, TaskJson, TaskRow, TaskStatus, task_json
-from emceepee_cli.store.tasks import TASKS_LISTED
+from emceepee_cli.store.tables.tasks import TASKS_LISTED
 from emceepee_cli.store.unreadable import UnreadableRow, json_column, skipped, text
 
 CANCEL_WAIT_S = 5.0
@@ -280,7 +280,7 @@ class Tasks:
         return [await self._step(r) for r in rows]
 
     async def _step(self, row: StepRow) -> dict[str, Any]:
-        """A step with its whole result; one that is the task's own result (store/steps.py) is read
+        """A step with its whole result; one that is the task's own result (store/tables/steps.py) is read
         from the task and shown as its step row would have kept it."""
         step = Step.from_row(row)
         if row["result"] is not None or row["outcome"] not in KEPT_OUTCOMES:
@@ -334,7 +334,7 @@ class Tasks:
         return {**out, **self.saga(row["task_id"])} if isinstance(out, dict) else out
 
     async def kept(self, task_id: str) -> Passed:
-        """A result journaled as the host's bytes (store/results.py), read back within the result
+        """A result journaled as the host's bytes (store/tables/results.py), read back within the result
         budget (calls/spool.py), for the reply to write as it is."""
         size = await self.journal.run(self.journal.sync.results.kept_size, task_id)
         gone = NotFound(f"Task {task_id}'s result is no longer kept.", hint=TASKS_LISTED)

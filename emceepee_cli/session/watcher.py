@@ -24,8 +24,8 @@ from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.instances import heartbeat_s
 from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.tables.instances import heartbeat_s
 
 log = logging.getLogger(__name__)
 

@@ -30,15 +30,15 @@ from emceepee_cli import paths
 from emceepee_cli.errors import JournalError
 from emceepee_cli.store.connection import Connection
 from emceepee_cli.store.db import check_writable, mapped
-from emceepee_cli.store.events import EventLog
-from emceepee_cli.store.instances import Instances
-from emceepee_cli.store.pending import Pending
 from emceepee_cli.store.recovery import Recovery
-from emceepee_cli.store.results import Results
 from emceepee_cli.store.retention import Retention
-from emceepee_cli.store.spawned import Spawned
-from emceepee_cli.store.steps import Steps
-from emceepee_cli.store.tasks import Tasks
+from emceepee_cli.store.tables.events import EventLog
+from emceepee_cli.store.tables.instances import Instances
+from emceepee_cli.store.tables.pending import Pending
+from emceepee_cli.store.tables.results import Results
+from emceepee_cli.store.tables.spawned import Spawned
+from emceepee_cli.store.tables.steps import Steps
+from emceepee_cli.store.tables.tasks import Tasks
 
 
 class Journal:

@@ -1,10 +1,10 @@
 """How a row whose owner is gone is marked, and how a live owner knows it for its own all the same.
 
-Whoever finds an owner dead settles what it left (store/instances.py, `interrupt_orphans`): its
+Whoever finds an owner dead settles what it left (store/tables/instances.py, `interrupt_orphans`): its
 tasks `interrupted`, its questions `rejected`, each with an error that begins with ORPHANED. An
 owner taken for dead by mistake (a CLI on another machine going by a stale heartbeat, an older
 emceepee) is still running: it reads those rows as still open and still settles them first
-(store/tasks.py, store/pending.py) until its watcher takes them back (`reclaim`).
+(store/tables/tasks.py, store/tables/pending.py) until its watcher takes them back (`reclaim`).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ class TaskPage(TypedDict):
     next_cursor: NotRequired[str]  # where the next page starts, when there are more
 
 
-# A page shows each task's state, never its result, which may be many MB (store/results.py).
+# A page shows each task's state, never its result, which may be many MB (store/tables/results.py).
 LISTED = ", ".join("NULL AS result" if name == "result" else f"[{name}]" for name in TaskRow.__annotations__)
 
 Query = Callable[[str, list[Any]], list[dict[str, Any]]]  # SQL and parameters to rows, as dicts

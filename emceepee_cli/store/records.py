@@ -114,7 +114,7 @@ class TaskRow(TypedDict):
     status: str
     status_message: str | None
     progress: str | None  # JSON
-    result: str | bytes | None  # JSON: the backend's CallToolResult (bytes: as sent, store/results.py)
+    result: str | bytes | None  # JSON: the backend's CallToolResult (bytes: as sent, store/tables/results.py)
     error: str | None
     created_at: str
     last_updated_at: str

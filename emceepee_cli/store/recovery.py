@@ -21,7 +21,7 @@ import sqlite_utils
 
 from emceepee_cli.store.connection import Connection, Part
 from emceepee_cli.store.db import close_quietly, connect, file_id
-from emceepee_cli.store.instances import this_instance
+from emceepee_cli.store.tables.instances import this_instance
 
 log = logging.getLogger(__name__)
 

@@ -60,7 +60,7 @@ class Retention(Part):
         return self._purge_instances(at, limit)
 
     def _purge_tasks(self, at: str, limit: int) -> int:
-        """Finished tasks past the cutoff, with the steps journaled for them (store/steps.py)."""
+        """Finished tasks past the cutoff, with the steps journaled for them (store/tables/steps.py)."""
         found = self.db.execute(
             "SELECT task_id FROM tasks WHERE finished_at < ? AND status != ? LIMIT ?",
             [at, TaskStatus.WORKING.value, limit],

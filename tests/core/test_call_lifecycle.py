@@ -11,8 +11,8 @@ import pytest
 from mcp import Client
 
 from emceepee_cli.calls.call import CALL_TRANSITIONS, Call, CallState
-from emceepee_cli.store.pending import Pending
 from emceepee_cli.store.records import BadTransition, PendingRow
+from emceepee_cli.store.tables.pending import Pending
 from tests.support import emceepee, example_table, payload, write_config
 
 GATE_S = 10.0

@@ -19,8 +19,8 @@ import anyio.abc
 import pytest
 
 from emceepee_cli.clock import now_iso
-from emceepee_cli.store.instances import STALE_ENV
 from emceepee_cli.store.journal import Journal
+from emceepee_cli.store.tables.instances import STALE_ENV
 from tests.support import Gate, RawHost, example_table, hostile_table, run_cli, serve_command, write_config
 
 pytestmark = pytest.mark.anyio

@@ -3,11 +3,11 @@
 A chain (`_meta.nextTool` followed) and an automatic resume (`nextResumeToken` followed) each
 give the host only the last result; every earlier one is kept here, whole, under its task, so
 `get_task` can show it. A resumable call's latest backend token is written to its task row
-(store/tasks.py, `set_resume`) *before* the call is re-issued with it, so a `serve` that dies
-mid-resume leaves enough for the next one to go on (see store/instances.py, `adopt_orphans`).
+(store/tables/tasks.py, `set_resume`) *before* the call is re-issued with it, so a `serve` that dies
+mid-resume leaves enough for the next one to go on (see store/tables/instances.py, `adopt_orphans`).
 
 An ended step (`ok` or `tool_error`) whose `result` is NULL is a call's only step, whose result
-is the task's own, journaled once in the task row as the bytes the host gets (store/results.py).
+is the task's own, journaled once in the task row as the bytes the host gets (store/tables/results.py).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 A question is answered once: `settle` is an `UPDATE … WHERE status = 'pending'`, so when a host,
 the CLI and a timeout race, the first writer wins and the others see 0 rows. As for tasks
-(store/tasks.py), a live `serve` still settles — and reads as open — its own questions that
-another process rejected as orphans by mistake, until it takes them back (store/instances.py).
+(store/tables/tasks.py), a live `serve` still settles — and reads as open — its own questions that
+another process rejected as orphans by mistake, until it takes them back (store/tables/instances.py).
 """
 
 from __future__ import annotations

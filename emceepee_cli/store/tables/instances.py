@@ -30,7 +30,7 @@ from emceepee_cli.store.liveness import heartbeat_s as heartbeat_s
 from emceepee_cli.store.liveness import instance_alive
 from emceepee_cli.store.orphans import ORPHANED
 from emceepee_cli.store.records import ElicitationStatus, InstanceRow, TaskStatus
-from emceepee_cli.store.tasks import Tasks
+from emceepee_cli.store.tables.tasks import Tasks
 
 # A call another serve can take over: one suspended on 2026-07-28 input, or one resuming itself
 # with a backend's resume token (both have what the next request needs in the row).

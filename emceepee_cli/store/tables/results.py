@@ -6,7 +6,7 @@ sent. When its call was promoted to a task, those bytes are journaled as they ar
 incremental blob I/O so that neither SQLite nor Python holds a second whole copy. `typeof(result)
 = 'blob'` is what marks it; its JSON reads like any other (`calls/call.outcome` takes bytes).
 
-The task's step row then keeps no copy of it (store/steps.py): its result is the task's.
+The task's step row then keeps no copy of it (store/tables/steps.py): its result is the task's.
 """
 
 from __future__ import annotations

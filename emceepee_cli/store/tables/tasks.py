@@ -4,7 +4,7 @@ Writers that race (two hosts, or the CLI and a host) are settled by SQLite itsel
 change is an `UPDATE … WHERE status = 'working'`, so the first writer wins and the others see 0
 rows. The one exception is the owner itself: a live `serve` still finishes its own tasks that
 another process settled as orphans by mistake, and reads them as still working until it takes
-them back (store/instances.py, `reclaim`).
+them back (store/tables/instances.py, `reclaim`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from emceepee_cli.store.db import mapped
 from emceepee_cli.store.orphans import MISTAKEN_ORPHAN, ORPHANED, owns_by_mistake
 from emceepee_cli.store.prefixes import resolve_id
 from emceepee_cli.store.records import TaskRow, TaskStatus, finishing
-from emceepee_cli.store.results import Body, write_body
+from emceepee_cli.store.tables.results import Body, write_body
 
 TASKS_LISTED = "list_tasks(include_completed=true) shows the known tasks."
 
@@ -46,7 +46,7 @@ class Tasks(Part):
     ) -> bool:
         """Move a working task to a final state; False if someone else finished it first.
 
-        `body`: its result as the bytes the host gets, kept as they are (store/results.py)."""
+        `body`: its result as the bytes the host gets, kept as they are (store/tables/results.py)."""
         at = now_iso()
         kept = body is not None
         sql = (
@@ -108,7 +108,7 @@ class Tasks(Part):
     @mapped
     def set_resume(self, task_id: str, token: str | None, auto: bool) -> None:
         """A resumable call's latest backend token, written *before* the call is re-issued with it,
-        so a `serve` that dies mid-resume leaves enough for the next one to go on (store/steps.py)."""
+        so a `serve` that dies mid-resume leaves enough for the next one to go on (store/tables/steps.py)."""
         self.db.execute(
             "UPDATE tasks SET resume_token = ?, auto_resume = ?, last_updated_at = ? WHERE task_id = ?",
             [token, int(auto), now_iso(), task_id],
@@ -130,7 +130,7 @@ class Tasks(Part):
     @mapped
     def row(self, task_id: str, *, whole: bool = True) -> TaskRow | None:
         """The task's row; `whole=False` leaves out a result kept as the host's bytes (its `result`
-        is None then: store/results.py reads it a piece at a time)."""
+        is None then: store/tables/results.py reads it a piece at a time)."""
         rows = [
             cast(TaskRow, r)
             for r in self.db.table("tasks").rows_where("task_id = ?", [task_id], select=self._columns(whole))
