@@ -1,8 +1,9 @@
-"""One backend tool call in flight, and the shapes its end takes.
+"""One backend tool call in flight, and what the host gets for it.
 
 `Call` is the in-memory side of a call (promoted to a task or not): its cancel scope, its
-wake-up event, its progress. `task_row` and `final_row` are its task as journaled (or as shown
-when the journal could not take it); `outcome` turns a journaled task into what the host receives.
+wake-up event, its progress, and once it is over how it ended (one `CallEnd`, calls/end.py).
+`task_row` and `final_row` are its task as journaled (or as shown when the journal could not take
+it); `outcome` turns a journaled task into what the host receives.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Any
 import anyio
 import mcp_types as types
 
+from emceepee_cli.calls.chain import Chain
+from emceepee_cli.calls.end import CallEnd, KeptRaw, Returned, ReturnedRaw
+from emceepee_cli.calls.policy import Follow
 from emceepee_cli.calls.spool import Held
 from emceepee_cli.clock import now_iso
 from emceepee_cli.errors import EmceepeeError
@@ -117,9 +121,10 @@ class Passed:
 class Call:
     """One backend tool call in flight, promoted or not.
 
-    Its state changes only through `move`. `row_written` is set once the promotion's journal
-    write has ended (well or not), `settled` once the end of a promoted call is journaled (or
-    that failed): every wait on either is bounded by the waiter.
+    Its state changes only through `move`; how it ended (`end`) is said once, through `conclude`,
+    before it moves to an end state. `row_written` is set once the promotion's journal write has
+    ended (well or not), `settled` once the end of a promoted call is journaled (or that failed):
+    every wait on either is bounded by the waiter.
     """
 
     server: str
@@ -134,22 +139,18 @@ class Call:
     row_written: anyio.Event = field(default_factory=anyio.Event)
     settled: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    result: types.CallToolResult | None = None
-    error: EmceepeeError | None = None
-    stop_as: TaskStatus | None = None  # why we cancelled it: cancelled, expired or interrupted
     unjournaled: EmceepeeError | None = None  # why its task row could not be written
     relay: Relay | None = None
     awaiting_backend: bool = False  # its backend is still starting: the call waits for it first
     progress: dict[str, Any] | None = None
     progress_written: float = 0.0
     progress_announced: float = field(default_factory=time.monotonic)  # first summary after PROGRESS_EVENT_S
-    follow: Any = None  # calls/policy.Follow: how its results' suggestions and resume tokens are followed
+    follow: Follow | None = None  # how its results' suggestions and resume tokens are followed
     token: str | None = None  # a backend's resume token its first request carries
-    chain: Any = None  # calls/chain.Chain: its steps, once it runs
+    chain: Chain | None = None  # its steps, once it runs
     fast: bool = False  # it came by the fast lane: its backend may be called raw (calls/raw_step.py)
-    raw: Held | None = None  # its result as the bytes the host gets, when it was called raw
-    raw_preview: str | None = None  # then, its first text cut short (its step's `text`)
-    raw_kept: bool = False  # a task whose raw result is journaled as it is (and no longer held)
+    stopped_as: TaskStatus | None = field(default=None, init=False)  # why `stop` cancelled it
+    _end: CallEnd | None = field(default=None, init=False, repr=False)
 
     def __repr__(self) -> str:
         return f"<Call {self.call_id} {self.server}.{self.tool} {self.state}>"
@@ -176,8 +177,37 @@ class Call:
         self.nudge()
         return True
 
-    def end(self) -> CallState:
+    @property
+    def end(self) -> CallEnd | None:
+        """How the call ended (calls/end.py); None while it runs. Set before `close` moves it to an
+        end state, so whoever wakes on `ended` finds it."""
+        return self._end
+
+    def conclude(self, end: CallEnd) -> None:
+        """Say how the call ended: once. The runner does when the call's work is over, or the fast
+        lane as soon as a raw result arrives (calls/raw_step.py): nothing after that changes it. A
+        second end is a bug in emceepee, so it raises `BadTransition`."""
+        if self._end is not None:
+            raise BadTransition(f"call {self.call_id} already ended as {self._end!r}, not also as {end!r}")
+        self._end = end
+
+    def reform(self, end: Returned | KeptRaw) -> None:
+        """The same raw result in another form: a model (kept in memory), or journaled and let go."""
+        if not isinstance(self._end, ReturnedRaw):
+            raise BadTransition(f"call {self.call_id}: only a raw result changes form, not {self._end!r}")
+        self._end = end
+
+    def stop(self, why: TaskStatus) -> None:
+        """Cancel the call for real (its backend gets notifications/cancelled), saying why: unless
+        its result came first, the runner ends it as `Stopped(why)` (the last reason given wins).
+        The one way its scope is cancelled, so a cancelled call always has a reason."""
+        self.stopped_as = why
+        self.scope.cancel()
+
+    def close(self) -> CallState:
         """Move to the end state that fits: answered if nobody promoted it, else finished."""
+        if self._end is None:
+            raise BadTransition(f"call {self.call_id} cannot close before it says how it ended")
         self.move(CallState.FINISHED if self.promoted else CallState.ANSWERED)
         return self.state
 
@@ -187,12 +217,14 @@ class Call:
 
 
 def as_model(call: Call) -> None:
-    """A raw result, turned into the model a result kept in memory is (never the stand-in)."""
-    assert call.raw is not None
-    call.result = Passed(call.raw).model()
-    call.raw, call.raw_preview = None, None
+    """A raw result, turned into the model a result kept in memory is (never the stand-in); its
+    bytes are then released."""
+    raw = call.end
+    assert isinstance(raw, ReturnedRaw), raw
+    result = Passed(raw.body).model()
+    call.reform(Returned(result))
     if call.chain is not None and call.chain.steps:
-        call.chain.steps[0].result, call.chain.steps[0].dirty = call.result, True
+        call.chain.steps[0].result, call.chain.steps[0].dirty = result, True
 
 
 def task_row(call: Call, instance_id: str) -> TaskRow:
@@ -224,13 +256,12 @@ def awaiting_start(server: str) -> str:
 
 def final_row(call: Call, instance_id: str) -> TaskRow:
     """The task row of a promoted call that has ended, as journaled (or kept in memory)."""
-    row = task_row(call, instance_id)
-    if call.result is not None:
-        row["status"] = TaskStatus.COMPLETED.value
-        row["result"] = call.result.model_dump_json(by_alias=True, exclude_none=True)
-    else:
-        row["status"] = (call.stop_as or TaskStatus.FAILED).value
-        row["error"] = call.error.message if call.error else None
+    row, end = task_row(call, instance_id), call.end
+    assert end is not None, call
+    row["status"] = end.status.value
+    if isinstance(end, Returned):
+        row["result"] = end.result.model_dump_json(by_alias=True, exclude_none=True)
+    row["error"] = end.error.message if end.error else None
     row["finished_at"] = now_iso()
     return row
 

@@ -8,7 +8,7 @@ itself through `backends/raw_pipe.py` and gets the answer's bytes back. A tool's
 still checked by the session (`validate_tool_result`), so its errors read as on the slow path.
 
 What comes back is then kept one of two ways:
-- `Call.raw`: for a result of the plain shape (text blocks, `isError`, object
+- `ReturnedRaw` (the call's end): for a result of the plain shape (text blocks, `isError`, object
   `structuredContent` and `_meta`) that suggests nothing more, the bytes the slow path would
   write for it — the backend's own when they already are exactly those (an SDK backend's), else
   the same members re-serialized in the slow path's order and manner. The chain gets a stand-in
@@ -41,6 +41,7 @@ from emceepee_cli.backends.raw_pipe import Answer, Exchanges, loads
 from emceepee_cli.calls import resume, spool
 from emceepee_cli.calls.call import Call
 from emceepee_cli.calls.chain import TEXT_CHARS, suggests_more
+from emceepee_cli.calls.end import ReturnedRaw
 
 # The slow path writes a result's members in this order, and a text block's as (text, type).
 CANONICAL_KEYS = frozenset(("_meta", "content", "isError", "structuredContent"))
@@ -76,14 +77,14 @@ async def send(
         raise TypeError("the answer's result is not a JSON object")
     raw = canonical(result, None) if not suggests_more(result) else None
     if raw is not None:
-        call.raw_preview = preview(result)
+        shown = preview(result)
         is_error = result.get("isError", False)
         if not is_error and _has_output_schema(session, tool):
             await session.validate_tool_result(
                 tool, types.CallToolResult.model_validate(result, by_name=False)
             )
         del result  # its text, as big as the bytes, is not needed past here
-        call.raw = await spool.BUDGET.hold(raw)
+        call.conclude(ReturnedRaw(await spool.BUDGET.hold(raw), shown))  # the call's end: nothing follows
         return types.CallToolResult.model_construct(content=[], is_error=is_error), None
     read_back, token = resume.read_result(as_session_reads(result, session.protocol_version or LEGACY))
     if isinstance(read_back, types.CallToolResult) and not read_back.is_error:

@@ -1,4 +1,5 @@
-"""A call recorded as a task: its working row when promoted, its progress, and its end.
+"""A call recorded as a task: its working row when promoted, its progress, and its end (a raw
+result's bytes journaled as they are, and read back from there: `kept`).
 
 A journal that cannot take a row does not stop the call: the task is kept in memory instead
 (`Call.unjournaled`, and the last `UNJOURNALED_KEPT` ended ones in `unjournaled`), so this process
@@ -8,17 +9,17 @@ can still hand its result over; the model is told a restart would lose it.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import anyio
 
 from emceepee_cli.calls import spool
-from emceepee_cli.calls.call import Call, CallState, as_model, final_row, task_row
-from emceepee_cli.errors import EmceepeeError
+from emceepee_cli.calls.call import Call, CallState, Passed, as_model, final_row, task_row
+from emceepee_cli.calls.end import KeptRaw, Returned, ReturnedRaw
+from emceepee_cli.errors import EmceepeeError, NotFound
 from emceepee_cli.events import Events
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
-from emceepee_cli.store.records import TaskStatus
+from emceepee_cli.store.tables.tasks import TASKS_LISTED
 
 PROGRESS_WRITE_S = 1.0  # journal a task's progress at most this often
 PROGRESS_EVENT_S = 5.0  # and announce it as an event at most this often
@@ -80,6 +81,21 @@ class Recorder:
                 call.progress_announced = now
                 self.events.emit("task_progress", call.server, {"task_id": call.call_id, **call.progress})
 
+    async def kept(self, task_id: str) -> Passed:
+        """A result journaled as the host's bytes (`_finish`, store/tables/results.py), read back within
+        the result budget (calls/spool.py), for the reply to write as it is."""
+        size = await self.journal.run(self.journal.sync.results.kept_size, task_id)
+        gone = NotFound(f"Task {task_id}'s result is no longer kept.", hint=TASKS_LISTED)
+        if size is None:
+            raise gone
+        try:
+            held = await spool.BUDGET.hold_read(
+                size, lambda sink: self.journal.run(self.journal.sync.results.read_kept, task_id, sink)
+            )
+        except LookupError:
+            raise gone from None
+        return Passed(held)
+
     async def finished(self, call: Call) -> None:
         """Journal the end of a promoted call (waiting, bounded, for its promotion's write)."""
         with anyio.move_on_after(JOURNAL_WAIT_S):
@@ -87,31 +103,31 @@ class Recorder:
         await self.runtime.guarded(lambda: self._finish(call))
 
     async def _finish(self, call: Call) -> None:
-        result: dict[str, Any] | None = None
-        if call.raw is not None:  # the host's bytes, journaled as they are (store/tables/results.py)
-            status, error = TaskStatus.COMPLETED, None
-        elif call.result is not None:
-            status, error = TaskStatus.COMPLETED, None
-            result = call.result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        else:
-            status = call.stop_as or TaskStatus.FAILED
-            error = call.error.message if call.error else None
+        end = call.end
+        assert end is not None, call  # a call is finished once it says how it ended
+        status, error = end.status, end.error.message if end.error else None
+        result = None
+        if isinstance(end, Returned):
+            result = end.result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        body = (
+            end.body if isinstance(end, ReturnedRaw) else None
+        )  # the host's bytes (store/tables/results.py)
         tasks = self.journal.sync.tasks
         try:
             ended = await self.journal.run(
-                tasks.finish, call.call_id, status, result=result, error=error, body=call.raw
+                tasks.finish, call.call_id, status, result=result, error=error, body=body
             )
             if not ended and await self.journal.run(tasks.row, call.call_id, whole=False) is None:
                 # Its promotion could not be journaled: write it now, ended, so the result is kept.
-                if call.raw is not None:
+                if isinstance(call.end, ReturnedRaw):
                     as_model(call)
                 await self.journal.run(tasks.insert, final_row(call, self.instance_id))
                 ended = True
-            self._drop_raw(call, ended)
+            self._drop_raw(call)
         except EmceepeeError as exc:
             # The journal cannot take it: keep the outcome in memory, so this process can still
             # hand it over (a restart would lose it, and the model was told so at promotion).
-            if call.raw is not None:
+            if isinstance(call.end, ReturnedRaw):
                 as_model(call)
             call.unjournaled = exc
             self.unjournaled[call.call_id] = call
@@ -123,11 +139,12 @@ class Recorder:
             data = {"task_id": call.call_id, "tool": call.tool, "status": status.value}
             self.events.emit("task_status", call.server, {**data, **({"error": error} if error else {})})
 
-    def _drop_raw(self, call: Call, journaled: bool) -> None:
-        """A raw result is journaled: it is read back from there (calls/tasks.py), not held."""
-        if call.raw is None:
+    def _drop_raw(self, call: Call) -> None:
+        """A raw result is journaled (or the task's row already held another end): it is read back
+        from there (`kept`), not held."""
+        raw = call.end
+        if not isinstance(raw, ReturnedRaw):
             return
-        size = call.raw.size
-        call.raw.release()
-        call.raw, call.raw_kept = None, journaled
-        spool.give_back(size)
+        raw.body.release()
+        call.reform(KeptRaw(raw.preview))
+        spool.give_back(raw.body.size)

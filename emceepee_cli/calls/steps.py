@@ -17,7 +17,7 @@ import mcp_types as types
 from mcp import ClientSession
 
 from emceepee_cli.backends.backend import Backend
-from emceepee_cli.calls import backend_tasks, raw_step, resume
+from emceepee_cli.calls import backend_tasks, end, raw_step, resume
 from emceepee_cli.calls.call import Call, CallState
 from emceepee_cli.calls.chain import Step
 from emceepee_cli.calls.input_rounds import Reply, Round, Rounds, until_result
@@ -151,9 +151,9 @@ class Stepper:
     def _row(self, step: Step) -> StepRow:
         """The step's row; a raw result (calls/raw_step.py) is the task's, journaled once with the
         task (store/tables/results.py): its step row keeps none (store/tables/steps.py)."""
-        row = step.row(self.call.call_id)
-        if step.n == 1 and self.call.raw_preview is not None and step.finished_at is not None:
-            row["result"], row["text"] = None, self.call.raw_preview
+        row, raw = step.row(self.call.call_id), end.preview(self.call.end)
+        if step.n == 1 and raw is not None and step.finished_at is not None:
+            row["result"], row["text"] = None, raw
         return row
 
     async def write_ahead(self, token: str, auto: bool) -> None:

@@ -12,8 +12,8 @@ an event. Every wait on the journal inside a shield is bounded (`JOURNAL_WAIT_S`
 `timeout_ms` never becomes a request timeout on the backend call: that would cancel it, and
 any question it is waiting on.
 
-This module keeps the calls in flight, the waiting and the task tools (`get_task`,
-`get_task_result`, `cancel_task`, `resume_tool`…); the call itself runs in calls/runner.py.
+This module keeps the waiting and the task tools (`get_task`, `get_task_result`, `cancel_task`,
+`resume_tool`…); the call itself runs in calls/runner.py, which keeps the calls in flight.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import mcp_types as types
 
 from emceepee_cli import seal
 from emceepee_cli.backends.backend import Backend
-from emceepee_cli.calls import lifetime, policy, resume, spool
+from emceepee_cli.calls import lifetime, policy, resume
 from emceepee_cli.calls.call import (
     Call,
     CallState,
@@ -40,8 +40,9 @@ from emceepee_cli.calls.call import (
     task_row,
 )
 from emceepee_cli.calls.chain import Step
+from emceepee_cli.calls.end import Failed, KeptRaw, Returned, ReturnedRaw, Stopped
 from emceepee_cli.calls.recorder import JOURNAL_WAIT_S, Recorder
-from emceepee_cli.calls.runner import Check, Driver
+from emceepee_cli.calls.runner import Check, Driver, InFlight
 from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.events import Events
@@ -54,9 +55,8 @@ from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.pages import TaskFilter, clamp_limit
 from emceepee_cli.store.records import StepRow, TaskJson, TaskRow, TaskStatus, task_json
 from emceepee_cli.store.tables.tasks import TASKS_LISTED
-from emceepee_cli.store.unreadable import UnreadableRow, json_column, skipped, text
+from emceepee_cli.store.unreadable import json_column
 
-CANCEL_WAIT_S = 5.0
 KEPT_OUTCOMES = ("ok", "tool_error")  # a step that ended with a result
 
 
@@ -88,13 +88,17 @@ class Tasks:
         self.instance_id = instance_id
         self.install_key = install_key
         self.recorder = Recorder(journal, events, runtime, instance_id)
-        self.calls: dict[str, Call] = {}
         self.driver = Driver(
-            journal, questions, runtime, self.recorder, defaults, self.calls, backends=backends, roots=roots
+            journal, questions, runtime, self.recorder, defaults, backends=backends, roots=roots
         )
 
     def __repr__(self) -> str:
         return f"<Tasks in_flight={len(self.calls)}>"
+
+    @property
+    def calls(self) -> InFlight:
+        """The calls in flight; the driver (calls/runner.py) keeps their registry."""
+        return self.driver.calls
 
     # ---- execute_tool --------------------------------------------------------------------
 
@@ -127,28 +131,18 @@ class Tasks:
         call.follow = policy.follow(backend.spec, self.defaults, follow_next_tool, auto_resume)
         call.token = resume_token
         call.fast = fast
-        self.calls[call.call_id] = call
-        self.runtime.spawn(self.driver.run, call, backend, None, None, check, name=f"call {call.call_id}")
+        self.driver.start(call, backend, check)
         wait_ms = self.defaults.timeout_ms if timeout_ms is None else timeout_ms
         try:
             await self.wait(call, min(wait_ms, self.defaults.max_wait_ms) / 1000, relay)
         except anyio.get_cancelled_exc_class():
             if not call.ended:  # the host gave up on this call: so do we, as a direct call would
-                call.stop_as = TaskStatus.CANCELLED
-                call.scope.cancel()
+                call.stop(TaskStatus.CANCELLED)
                 if self.driver.stopping is None:  # not emceepee's own stop: the host's limit, or its cancel
                     lifetime.host_gave_up(call, self.events)
             raise
         if call.ended:  # in time (a chain with several results is journaled as a task, yet answered)
-            if call.error is not None:
-                raise call.error
-            if call.raw is not None:
-                raw, call.raw = call.raw, None  # the reply releases it once written
-                return Passed(raw)
-            if call.raw_kept:  # promoted meanwhile: its bytes went to the journal
-                return await self.kept(call.call_id)
-            assert call.result is not None
-            return call.result
+            return await self.answered(call)
         await self.recorder.promote(call)
         self.events.emit("task_created", call.server, {"task_id": call.call_id, "tool": call.tool})
         saga = self.saga(call.call_id)  # its questions whole, once: the rest of the reply reminds
@@ -158,6 +152,20 @@ class Tasks:
             **saga,
             **journal_warning(call),
         }
+
+    async def answered(self, call: Call) -> types.CallToolResult | Passed:
+        """What the host gets for a call that ended while it waited: its result, or its error raised."""
+        match call.end:
+            case Returned(result):
+                return result
+            case ReturnedRaw(body):
+                return Passed(body)  # the reply releases it once written
+            case KeptRaw():  # promoted meanwhile: its bytes went to the journal
+                return await self.recorder.kept(call.call_id)
+            case Failed(error) | Stopped(_, error):
+                raise error
+            case None:
+                raise AssertionError(f"{call!r} ended without saying how")
 
     async def by_token(
         self,
@@ -231,15 +239,9 @@ class Tasks:
 
     def question_arrived(self, server: str, task_id: str | None) -> None:
         """Wake whoever waits on the call(s) a new question may block, so the model hears of it now."""
-        for call in self.in_flight(server):
+        for call in self.calls.on(server):
             if task_id is None or call.call_id == task_id:
                 call.nudge()
-
-    def in_flight(self, server: str) -> list[Call]:
-        """The calls on `server` now (not those still waiting for it to start)."""
-        return [
-            c for c in self.calls.values() if c.server == server and not c.ended and not c.awaiting_backend
-        ]
 
     # ---- the task tools ------------------------------------------------------------------
 
@@ -252,11 +254,11 @@ class Tasks:
 
     async def row(self, task_id: str) -> TaskRow:
         unjournaled = self.recorder.unjournaled
-        known = [*(c.call_id for c in self.calls.values() if c.promoted), *unjournaled]
+        known = [*(c.call_id for c in self.calls if c.promoted), *unjournaled]
         resolved = await self.journal.run(self.journal.sync.tasks.resolve, task_id, known)
-        # a kept result: see `kept`
+        # a kept result: see `Recorder.kept`
         row = await self.journal.run(self.journal.sync.tasks.row, resolved, whole=False)
-        if row is None and (call := self.calls.get(resolved)) is not None and call.promoted:
+        if row is None and (call := self.calls.find(resolved)) is not None and call.promoted:
             return task_row(call, self.instance_id)  # not journaled; this process still knows it
         if row is None and (ended := unjournaled.get(resolved)) is not None:
             return final_row(ended, self.instance_id)
@@ -320,7 +322,7 @@ class Tasks:
 
     async def result(self, task_id: str, timeout_ms: int | None, relay: Relay | None) -> Outcome:
         row = await self.row(task_id)
-        call = self.calls.get(row["task_id"])
+        call = self.calls.find(row["task_id"])
         if row["status"] == TaskStatus.WORKING and call is not None:
             max_wait = self.defaults.max_wait_ms
             await self.wait(call, min(max_wait if timeout_ms is None else timeout_ms, max_wait) / 1000, relay)
@@ -329,24 +331,9 @@ class Tasks:
                     await call.settled.wait()
             row = await self.row(row["task_id"])
         if row["status"] == TaskStatus.COMPLETED and row["result"] is None:
-            return await self.kept(row["task_id"])
+            return await self.recorder.kept(row["task_id"])
         out = outcome(row)
         return {**out, **self.saga(row["task_id"])} if isinstance(out, dict) else out
-
-    async def kept(self, task_id: str) -> Passed:
-        """A result journaled as the host's bytes (store/tables/results.py), read back within the result
-        budget (calls/spool.py), for the reply to write as it is."""
-        size = await self.journal.run(self.journal.sync.results.kept_size, task_id)
-        gone = NotFound(f"Task {task_id}'s result is no longer kept.", hint=TASKS_LISTED)
-        if size is None:
-            raise gone
-        try:
-            held = await spool.BUDGET.hold_read(
-                size, lambda sink: self.journal.run(self.journal.sync.results.read_kept, task_id, sink)
-            )
-        except LookupError:
-            raise gone from None
-        return Passed(held)
 
     async def resume(self, token: str, steps: list[dict[str, Any]], relay: Relay | None) -> Outcome:
         """Answer a suspended saga's steps, then wait (bounded) for its next suspension or its result.
@@ -370,7 +357,7 @@ class Tasks:
         row = await self.row(task_id)
         if row["status"] != TaskStatus.WORKING:
             raise UsageError(f"Task {row['task_id']} is already {row['status']}; there is nothing to cancel.")
-        call = self.calls.get(row["task_id"])
+        call = self.calls.find(row["task_id"])
         if call is None:  # another emceepee process owns it: ask it through the journal
             await self.journal.run(self.journal.sync.tasks.request_cancel, row["task_id"])
             return {
@@ -378,32 +365,17 @@ class Tasks:
                 "cancel_requested": True,
                 "message": "Another emceepee process owns this task; it was asked to cancel it.",
             }
-        await self.stop(call, TaskStatus.CANCELLED)
+        await self.driver.stop(call, TaskStatus.CANCELLED)
         return {"task": await self.get_json(row["task_id"])}
 
-    async def stop(self, call: Call, why: TaskStatus) -> None:
-        """Cancel the backend call for real (the backend gets notifications/cancelled)."""
-        call.stop_as = why
-        call.scope.cancel()
-        await self.questions.withdraw(call.call_id, f"its call was {why.value}")
-        with anyio.move_on_after(CANCEL_WAIT_S):
-            await call.settled.wait()
-
     def stop_all(self, why: str = "it was told to stop") -> None:
-        """emceepee is stopping (`why`): every call still running ends as interrupted, and says so.
-
-        Each is cancelled here, not left to its backend's stop: a call waiting on something of
-        emceepee's own (an approval, a 2026-07-28 round's answers) holds no backend request that
-        the stop would end, and would keep serve's task group, and so serve, open for ever."""
-        self.driver.stopping = why
-        for call in self.calls.values():
-            call.stop_as = TaskStatus.INTERRUPTED
-            call.scope.cancel()
+        """emceepee is stopping (`why`): every call still running ends as interrupted (calls/runner.py)."""
+        self.driver.stop_all(why)
 
     def working(self) -> list[dict[str, Any]]:
         """Category 3, a snapshot: this process's calls still running, by server."""
         by_server: dict[str, list[dict[str, Any]]] = {}
-        for call in self.calls.values():
+        for call in self.calls:
             if call.state == CallState.PROMOTED:
                 by_server.setdefault(call.server, []).append(
                     {"task_id": call.call_id, "tool": call.tool, "status": "working"}
@@ -418,56 +390,14 @@ class Tasks:
 
     def promoted(self) -> list[str]:
         """The ids of this process's calls that are tasks still running."""
-        return [c.call_id for c in self.calls.values() if c.state == CallState.PROMOTED]
+        return [c.call_id for c in self.calls if c.state == CallState.PROMOTED]
 
     async def expire_due(self) -> None:
-        for call in [c for c in self.calls.values() if c.expired and not c.ended]:
-            if not self._extend_for_question(call):
-                await self.stop(call, TaskStatus.EXPIRED)
-
-    def _extend_for_question(self, call: Call) -> bool:
-        """A call that waits on a question outlives its TTL (see calls/lifetime.py); True if it does."""
-        expires_at = lifetime.extend_for_questions(
-            call, self.questions.listed(server=call.server), self.defaults.task_ttl_max_ms / 1000
-        )
-        if expires_at is not None and call.promoted:
-            self.runtime.write(self.journal, self.journal.sync.tasks.set_expiry, call.call_id, expires_at)
-        return expires_at is not None
+        await self.driver.expire_due()
 
     async def cancel_requested(self) -> None:
-        for task_id in await self.journal.run(self.journal.sync.tasks.cancel_requests, self.instance_id):
-            call = self.calls.get(task_id)
-            if call is not None:
-                await self.stop(call, TaskStatus.CANCELLED)
-            else:  # its call is gone (finished as we looked): settle the row anyway
-                await self.journal.run(
-                    self.journal.sync.tasks.finish, task_id, TaskStatus.CANCELLED, error="cancelled"
-                )
+        await self.driver.cancel_requested()
 
     async def adopt(self, task_ids: list[str]) -> None:
-        """Re-drive the calls a dead emceepee left that can go on: a 2026-07-28 call suspended on
-        input (answer its round, call again), a call resuming itself with a backend's token."""
-        for task_id in task_ids:
-            row = await self.journal.run(self.journal.sync.tasks.row, task_id)
-            if row is None:
-                continue
-            what = f"task {task_id}"
-            try:
-                call = Call(
-                    text(row["server"], what),
-                    text(row["tool"], what),
-                    json_column(row["args"] or "null", what, object),
-                    ttl_s=self.defaults.task_ttl_max_ms / 1000,
-                    call_id=task_id,
-                    created_at=text(row["created_at"], what),
-                    state=CallState.PROMOTED,
-                )
-            except UnreadableRow as exc:  # it cannot be called again: it ends, saying why
-                skipped(exc)
-                await self.journal.run(
-                    self.journal.sync.tasks.finish, task_id, TaskStatus.FAILED, error=exc.message
-                )
-                continue
-            call.row_written.set()
-            self.calls[task_id] = call
-            self.runtime.spawn(self.driver.redrive, call, row, name=f"redrive {task_id}")
+        """Re-drive the calls a dead emceepee left that can go on (calls/runner.py)."""
+        await self.driver.adopt(task_ids)

@@ -122,7 +122,7 @@ class Hearing:
 
         The question is labelled with the call that asked only when that is certain: the one call
         in flight on that backend."""
-        calls = self.tasks.in_flight(backend.name)
+        calls = self.tasks.calls.on(backend.name)
         task_id, correlation = (calls[0].call_id, "sole") if len(calls) == 1 else (None, "server")
         dumped = params.model_dump(mode="json", exclude_none=True)
         try:

@@ -7,11 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
 
-from emceepee_cli.calls.call import CALL_TRANSITIONS, Call, CallState
-from emceepee_cli.store.records import BadTransition, PendingRow
+from emceepee_cli.calls import spool
+from emceepee_cli.calls.call import CALL_TRANSITIONS, Call, CallState, as_model, final_row
+from emceepee_cli.calls.end import Failed, Returned, ReturnedRaw, Stopped
+from emceepee_cli.errors import EmceepeeError
+from emceepee_cli.store.records import BadTransition, PendingRow, TaskStatus
 from emceepee_cli.store.tables.pending import Pending
 from tests.support import emceepee, example_table, payload, write_config
 
@@ -26,12 +30,36 @@ async def test_a_call_moves_only_along_its_transition_table() -> None:
     assert call.move(CallState.PROMOTED) is False  # promotion is idempotent
     with pytest.raises(BadTransition):
         call.move(CallState.ANSWERED)  # a task never goes back to being a plain answer
-    assert call.end() == CallState.FINISHED and call.ended and call.promoted
+    call.conclude(Returned(types.CallToolResult(content=[])))
+    assert call.close() == CallState.FINISHED and call.ended and call.promoted
     with pytest.raises(BadTransition):
         call.move(CallState.PROMOTED)
     quick = Call("srv", "tool", {}, ttl_s=60)
-    assert quick.end() == CallState.ANSWERED and not quick.promoted
+    quick.conclude(Failed(EmceepeeError("it failed")))
+    assert quick.close() == CallState.ANSWERED and not quick.promoted
     assert set(CALL_TRANSITIONS) | {s for moves in CALL_TRANSITIONS.values() for s in moves} == set(CallState)
+
+
+@pytest.mark.anyio
+async def test_a_call_says_once_how_it_ended_and_only_a_raw_result_changes_form(tmp_path: Path) -> None:
+    call = Call("srv", "tool", {}, ttl_s=60)
+    with pytest.raises(BadTransition):
+        call.close()  # no end state before it says how it ended
+    stopped = Stopped(TaskStatus.CANCELLED, EmceepeeError("it was cancelled"))
+    call.conclude(stopped)
+    with pytest.raises(BadTransition):
+        call.conclude(Returned(types.CallToolResult(content=[])))  # a second end is a bug
+    with pytest.raises(BadTransition):
+        call.reform(Returned(types.CallToolResult(content=[])))  # only a raw result changes form
+    assert call.end is stopped and final_row(call, "i")["status"] == "cancelled"
+    with pytest.raises(ValueError):
+        Stopped(TaskStatus.FAILED, EmceepeeError("not a stop"))
+    budget = spool.Budget(1024, tmp_path)
+    raw = Call("srv", "tool", {}, ttl_s=60)
+    raw.conclude(ReturnedRaw(await budget.hold(b'{"content":[],"isError":false}'), ""))
+    assert budget.held > 0
+    as_model(raw)  # kept in memory: as a model, and its bytes go back to the budget
+    assert isinstance(raw.end, Returned) and raw.end.result.is_error is False and budget.held == 0
 
 
 @pytest.mark.anyio

@@ -75,6 +75,12 @@ def text(result: Any) -> str:
     return block.text
 
 
+def forget_calls(t: Tasks) -> None:
+    """As if this process had ended: it no longer knows the calls it ran."""
+    for call in t.calls:
+        t.driver.calls.remove(call)
+
+
 def types_of(p: Parts) -> list[str]:
     return [e["type"] for e in p.events.take()]
 
@@ -84,7 +90,7 @@ async def test_a_call_done_in_time_is_answered_and_no_task_exists(tmp_path: Path
         with anyio.fail_after(WAIT_S):
             result = await t.execute(backends["echo"], "echo", {"text": "hi"}, None, None)
     assert text(result) == "hi"
-    assert p.journal.tasks.rows(include_finished=True) == [] and t.calls == {}
+    assert p.journal.tasks.rows(include_finished=True) == [] and len(t.calls) == 0
 
 
 async def test_a_slow_call_becomes_a_task_whose_end_is_journaled_and_announced(tmp_path: Path) -> None:
@@ -228,7 +234,7 @@ async def test_an_adopted_call_whose_server_is_gone_fails_with_the_reason(tmp_pa
             assert isinstance(first, dict)
             task_id = first["proxy_task"]["task_id"]
             t.driver.backends = lambda server: None  # as if this process's config had no such server
-            t.calls.clear()
+            forget_calls(t)
             await t.adopt([task_id, "01NOSUCHTASK"])
             with pytest.raises(TaskEnded) as ended:
                 await t.result(task_id, 20_000, None)
@@ -243,7 +249,7 @@ async def test_an_adopted_call_of_a_tool_denied_since_is_not_sent_again(tmp_path
             task_id = first["proxy_task"]["task_id"]
             modern = backends["modern"]
             modern.spec = dataclasses.replace(modern.spec, tools={"deny": ("bo*",)})  # the user denied it
-            t.calls.clear()  # as if a new serve adopted the call
+            forget_calls(t)  # as if a new serve adopted the call
             await t.adopt([task_id])
             with pytest.raises(TaskEnded) as ended:
                 await t.result(task_id, 20_000, None)

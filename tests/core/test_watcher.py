@@ -132,11 +132,12 @@ async def test_an_idle_watcher_reads_the_journal_once_a_second_and_a_busy_one_ev
             clock.looked = anyio.current_time()  # it has just looked (however slow the first tick was)
             await watcher.tick(clock)
             assert clock.version == first  # idle, and it looked less than a second ago: not read
-            watcher.tasks.calls["c"] = Call("s", "t", None, ttl_s=60)
+            own = Call("s", "t", None, ttl_s=60)
+            watcher.tasks.driver.calls.add(own)
             await watcher.tick(clock)
             busy = clock.version
             assert busy != first  # with a call of its own, every tick reads it (a CLI cancel may be there)
-            del watcher.tasks.calls["c"]
+            watcher.tasks.driver.calls.remove(own)
             written(2)
             assert clock.looked is not None
             clock.looked -= IDLE_INTERVAL_S  # a second later
