@@ -3,7 +3,8 @@
 `Call` is the in-memory side of a call (promoted to a task or not): its cancel scope, its
 wake-up event, its progress, and once it is over how it ended (one `CallEnd`, calls/end.py).
 `task_row` and `final_row` are its task as journaled (or as shown when the journal could not take
-it); `outcome` turns a journaled task into what the host receives.
+it); `outcome` turns a journaled task into what the host receives, `ProxyTask` and `WorkingTask`
+are our answers while it is a task.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from emceepee_cli.calls.spool import Held
 from emceepee_cli.clock import now_iso
 from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.ids import new_id
-from emceepee_cli.store.records import FINISHED_TASK, BadTransition, TaskRow, TaskStatus, task_json
+from emceepee_cli.store.records import FINISHED_TASK, BadTransition, TaskJson, TaskRow, TaskStatus, task_json
 from emceepee_cli.store.unreadable import UnreadableRow
 
 log = logging.getLogger(__name__)
@@ -266,16 +267,52 @@ def final_row(call: Call, instance_id: str) -> TaskRow:
     return row
 
 
-def journal_warning(call: Call) -> dict[str, Any]:
+def journal_warning(call: Call) -> dict[str, str] | None:
     """Tell the model when its task could not be journaled: a restart of emceepee would lose it."""
     if call.unjournaled is None:
-        return {}
+        return None
     warning = {"type": type(call.unjournaled).__name__, "message": call.unjournaled.message}
     hint = "The call goes on and this emceepee keeps its result, but a restart would lose it."
-    return {"journal_error": {**warning, "hint": f"{call.unjournaled.hint} {hint}".strip()}}
+    return {**warning, "hint": f"{call.unjournaled.hint} {hint}".strip()}
 
 
-def outcome(row: TaskRow) -> types.CallToolResult | dict[str, Any]:
+@dataclass(frozen=True)
+class ProxyTask:
+    """execute_tool's answer for a call that became a task: the task, what else waits on its
+    server, its saga when it waits on questions, and why the journal could not take it, if not."""
+
+    task: TaskJson
+    pending_on_server: dict[str, Any]
+    saga: dict[str, Any] | None = None
+    journal_error: dict[str, str] | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The answer as the host reads it (its members in this order)."""
+        saga = {"saga": self.saga} if self.saga is not None else {}
+        warning = {"journal_error": self.journal_error} if self.journal_error is not None else {}
+        return {"proxy_task": self.task, "pending_on_server": self.pending_on_server, **saga, **warning}
+
+
+@dataclass(frozen=True)
+class WorkingTask:
+    """get_task_result's answer (and resume_tool's) for a task still working: the task, and its
+    saga when it waits on questions."""
+
+    task: TaskJson
+    saga: dict[str, Any] | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The answer as the host reads it."""
+        return {"task": self.task, **({"saga": self.saga} if self.saga is not None else {})}
+
+
+# What the host gets for a call: the backend's result (as bytes, when it came by the fast lane
+# untouched), or the task it became; and for a task it asks about: its result, or the task still working.
+CallAnswer = types.CallToolResult | Passed | ProxyTask
+TaskAnswer = types.CallToolResult | Passed | WorkingTask
+
+
+def outcome(row: TaskRow) -> types.CallToolResult | TaskJson:
     """A finished task's result as the backend sent it; a failure as our error; else the task."""
     status = TaskStatus(row["status"])
     if status == TaskStatus.COMPLETED:
@@ -291,7 +328,7 @@ def outcome(row: TaskRow) -> types.CallToolResult | dict[str, Any]:
             f"{row.get('error') or 'no reason recorded'}",
             hint=RESUMABLE_HINT if resumable else _ENDED_HINT[status],
         )
-    return {"task": task_json(row)}
+    return task_json(row)
 
 
 RESUMABLE_HINT = (

@@ -31,9 +31,13 @@ from emceepee_cli.backends.backend import Backend
 from emceepee_cli.calls import lifetime, policy, resume
 from emceepee_cli.calls.call import (
     Call,
+    CallAnswer,
     CallState,
     Passed,
+    ProxyTask,
     Relay,
+    TaskAnswer,
+    WorkingTask,
     final_row,
     journal_warning,
     outcome,
@@ -61,9 +65,6 @@ KEPT_OUTCOMES = ("ok", "tool_error")  # a step that ended with a result
 
 
 log = logging.getLogger(__name__)
-
-# the backend's result (as bytes, when it came by the fast lane untouched), or the task it became
-Outcome = types.CallToolResult | Passed | dict[str, Any]
 
 
 class Tasks:
@@ -115,7 +116,7 @@ class Tasks:
         auto_resume: bool | None = None,
         resume_token: str | None = None,
         fast: bool = False,
-    ) -> Outcome:
+    ) -> CallAnswer:
         """The call, in serve's task group. With `check`, the backend is still starting: the call
         first waits for it (as part of the call, so past `timeout_ms` it is a task), then runs
         `check`, then calls the tool. `fast`: the backend may be called raw (calls/raw_step.py)."""
@@ -146,12 +147,8 @@ class Tasks:
         await self.recorder.promote(call)
         self.events.emit("task_created", call.server, {"task_id": call.call_id, "tool": call.tool})
         saga = self.saga(call.call_id)  # its questions whole, once: the rest of the reply reminds
-        return {
-            "proxy_task": await self.get_json(call.call_id),
-            "pending_on_server": await self.pending_on_server(call.server),
-            **saga,
-            **journal_warning(call),
-        }
+        task, pending = await self.get_json(call.call_id), await self.pending_on_server(call.server)
+        return ProxyTask(task, pending, saga, journal_warning(call))
 
     async def answered(self, call: Call) -> types.CallToolResult | Passed:
         """What the host gets for a call that ended while it waited: its result, or its error raised."""
@@ -176,7 +173,7 @@ class Tasks:
         timeout_ms: int | None,
         relay: Relay | None,
         check: Check | None = None,
-    ) -> Outcome:
+    ) -> CallAnswer:
         """execute_tool with emceepee's own resume token: the task's result, waited for (bounded),
         or, still running, the task again as execute_tool gives one (with its resume token); an
         interrupted task whose backend gave a resume token is re-issued with that token (after
@@ -189,14 +186,10 @@ class Tasks:
                 backend, tool, args, timeout_ms, relay, check, resume_token=row["resume_token"]
             )
         out = await self.result(row["task_id"], timeout_ms, relay)
-        if not isinstance(out, dict):
+        if not isinstance(out, WorkingTask):
             return out
-        still = {key: value for key, value in out.items() if key != "task"}  # its saga, if any
-        return {
-            "proxy_task": await self.get_json(row["task_id"]),
-            "pending_on_server": await self.pending_on_server(row["server"]),
-            **still,
-        }
+        task, pending = await self.get_json(row["task_id"]), await self.pending_on_server(row["server"])
+        return ProxyTask(task, pending, out.saga)
 
     async def wait(self, call: Call, timeout_s: float, relay: Relay | None) -> None:
         """Wait (bounded) until the call ends or is suspended on a question for the client.
@@ -245,12 +238,12 @@ class Tasks:
 
     # ---- the task tools ------------------------------------------------------------------
 
-    def saga(self, task_id: str) -> dict[str, Any]:
-        """A task blocked on questions, as a saga the model can resume; empty when it is not."""
+    def saga(self, task_id: str) -> dict[str, Any] | None:
+        """A task blocked on questions, as a saga the model can resume; None when it is not."""
         rows = {q.request_id: q.row for q in self.questions.live.values()}
         asked = self.questions.listed(task_id=task_id)
         self.questions.shown(q["request_id"] for q in asked)
-        return sagas.view(self.install_key, task_id, [rows[q["request_id"]] for q in asked])
+        return sagas.view(self.install_key, task_id, [rows[q["request_id"]] for q in asked]).get("saga")
 
     async def row(self, task_id: str) -> TaskRow:
         unjournaled = self.recorder.unjournaled
@@ -320,7 +313,7 @@ class Tasks:
         page = await self.journal.run(self.journal.sync.tasks.page, where, cursor, clamp_limit(limit))
         return {**page, "tasks": [task_json(r) for r in page["tasks"]]}
 
-    async def result(self, task_id: str, timeout_ms: int | None, relay: Relay | None) -> Outcome:
+    async def result(self, task_id: str, timeout_ms: int | None, relay: Relay | None) -> TaskAnswer:
         row = await self.row(task_id)
         call = self.calls.find(row["task_id"])
         if row["status"] == TaskStatus.WORKING and call is not None:
@@ -333,9 +326,9 @@ class Tasks:
         if row["status"] == TaskStatus.COMPLETED and row["result"] is None:
             return await self.recorder.kept(row["task_id"])
         out = outcome(row)
-        return {**out, **self.saga(row["task_id"])} if isinstance(out, dict) else out
+        return WorkingTask(out, self.saga(row["task_id"])) if isinstance(out, dict) else out
 
-    async def resume(self, token: str, steps: list[dict[str, Any]], relay: Relay | None) -> Outcome:
+    async def resume(self, token: str, steps: list[dict[str, Any]], relay: Relay | None) -> TaskAnswer:
         """Answer a suspended saga's steps, then wait (bounded) for its next suspension or its result.
 
         `steps` may repeat the saga's whole history: a step answered before with the same answer

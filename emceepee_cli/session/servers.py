@@ -25,8 +25,8 @@ from emceepee_cli.backends.listing import dump, tool_json
 from emceepee_cli.backends.notifications import Heard
 from emceepee_cli.backends.start_limit import StartSlots
 from emceepee_cli.calls import admission, policy
-from emceepee_cli.calls.call import Relay
-from emceepee_cli.calls.tasks import Outcome, Tasks
+from emceepee_cli.calls.call import CallAnswer, Relay
+from emceepee_cli.calls.tasks import Tasks
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec, reload
 from emceepee_cli.config.reload import Plan
 from emceepee_cli.errors import NotFound, UsageError
@@ -260,21 +260,36 @@ class Servers:
         args: dict[str, Any] | None,
         timeout_ms: int | None = None,
         relay: Relay | None = None,
-        **follow: Any,
-    ) -> Outcome:
+        *,
+        follow_next_tool: bool | None = None,
+        auto_resume: bool | None = None,
+        resume_token: str | None = None,
+        fast: bool = False,
+    ) -> CallAnswer:
         """The backend's result if it comes within `timeout_ms`; else the task it became. A backend
         still starting is waited for as part of the call, so that wait too becomes a task.
 
-        `follow`: the per-call follow_next_tool, auto_resume and resume_token (calls/chain.py), and
-        whether the call came by the fast lane (`fast`, calls/raw_step.py)."""
+        `follow_next_tool`, `auto_resume` and `resume_token` are the call's own (calls/chain.py);
+        `fast`: it came by the fast lane (calls/raw_step.py)."""
         backend = self.backend(server)
         policy.refuse_denied(backend.spec, tool)  # at once, even while the backend starts
         check = functools.partial(self._admit, backend, tool, args)
-        if backend.starting:
-            return await self.tasks.execute(backend, tool, args, timeout_ms, relay, check, **follow)
-        backend.require_session()
-        await check()
-        return await self.tasks.execute(backend, tool, args, timeout_ms, relay, **follow)
+        starting = backend.starting  # then `check` runs once it is up, as part of the call
+        if not starting:
+            backend.require_session()
+            await check()
+        return await self.tasks.execute(
+            backend,
+            tool,
+            args,
+            timeout_ms,
+            relay,
+            check if starting else None,
+            follow_next_tool=follow_next_tool,
+            auto_resume=auto_resume,
+            resume_token=resume_token,
+            fast=fast,
+        )
 
     async def _admit(self, backend: Backend, tool: str, args: dict[str, Any] | None) -> None:
         """Refuse the call, before anything is sent, as the admission rule says (calls/admission.py)."""

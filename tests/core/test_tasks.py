@@ -18,7 +18,7 @@ import pytest
 
 from emceepee_cli import seal
 from emceepee_cli.backends.backend import Backend
-from emceepee_cli.calls.call import TaskEnded
+from emceepee_cli.calls.call import CallAnswer, ProxyTask, TaskAnswer, TaskEnded, WorkingTask
 from emceepee_cli.calls.tasks import Tasks
 from emceepee_cli.config import Defaults
 from emceepee_cli.errors import UsageError
@@ -75,6 +75,12 @@ def text(result: Any) -> str:
     return block.text
 
 
+def as_task(out: CallAnswer | TaskAnswer) -> dict[str, Any]:
+    """An answer that is a task (the one a call became, or one still working), as the host reads it."""
+    assert isinstance(out, ProxyTask | WorkingTask), out
+    return out.payload()
+
+
 def forget_calls(t: Tasks) -> None:
     """As if this process had ended: it no longer knows the calls it ran."""
     for call in t.calls:
@@ -97,8 +103,7 @@ async def test_a_slow_call_becomes_a_task_whose_end_is_journaled_and_announced(t
     gate = Gate(tmp_path / "gate")
     async with tasks(tmp_path) as (t, p, backends, _):
         with anyio.fail_after(WAIT_S):
-            promoted = await t.execute(backends["h"], "gated", gate.args("done"), 10, None)
-            assert isinstance(promoted, dict)
+            promoted = as_task(await t.execute(backends["h"], "gated", gate.args("done"), 10, None))
             task_id = promoted["proxy_task"]["task_id"]
             working = p.journal.tasks.row(task_id)
             listed = await t.list_tasks("h", None, False)
@@ -125,8 +130,7 @@ async def test_a_slow_call_becomes_a_task_whose_end_is_journaled_and_announced(t
 async def test_cancel_stops_the_backend_call_and_its_result_says_so(tmp_path: Path) -> None:
     async with tasks(tmp_path) as (t, _, backends, record):
         with anyio.fail_after(WAIT_S):
-            promoted = await t.execute(backends["echo"], "slow", slow(30), 10, None)
-            assert isinstance(promoted, dict)
+            promoted = as_task(await t.execute(backends["echo"], "slow", slow(30), 10, None))
             task_id = promoted["proxy_task"]["task_id"]
             cancelled = await t.cancel(task_id)
             await t.execute(backends["echo"], "echo", {"text": "after"}, None, None)  # it heard the cancel
@@ -142,8 +146,7 @@ async def test_cancel_stops_the_backend_call_and_its_result_says_so(tmp_path: Pa
 async def test_a_cancel_another_process_asked_for_is_carried_out(tmp_path: Path) -> None:
     async with tasks(tmp_path) as (t, p, backends, _):
         with anyio.fail_after(WAIT_S):
-            promoted = await t.execute(backends["echo"], "slow", slow(30), 10, None)
-            assert isinstance(promoted, dict)
+            promoted = as_task(await t.execute(backends["echo"], "slow", slow(30), 10, None))
             task_id = promoted["proxy_task"]["task_id"]
             assert p.journal.tasks.request_cancel(task_id)  # as `emceepee tasks cancel` does
             await t.cancel_requested()  # as the watcher does when the journal changed
@@ -153,8 +156,7 @@ async def test_a_cancel_another_process_asked_for_is_carried_out(tmp_path: Path)
 async def test_a_task_past_its_ttl_expires(tmp_path: Path) -> None:
     async with tasks(tmp_path, Defaults(task_ttl_ms=200)) as (t, p, backends, _):
         with anyio.fail_after(WAIT_S):
-            promoted = await t.execute(backends["echo"], "slow", slow(30), 10, None)
-            assert isinstance(promoted, dict)
+            promoted = as_task(await t.execute(backends["echo"], "slow", slow(30), 10, None))
             await anyio.sleep(0.3)  # its TTL passes
             await t.expire_due()  # as the watcher does
     assert status_of(p.journal.tasks.row(promoted["proxy_task"]["task_id"])) == "expired"
@@ -168,8 +170,7 @@ async def test_a_task_the_journal_cannot_take_is_kept_in_memory_and_its_result_s
                 "CREATE TRIGGER refuse BEFORE INSERT ON tasks BEGIN SELECT RAISE(ABORT, 'disk full'); END"
             )
         with anyio.fail_after(WAIT_S):
-            promoted = await t.execute(backends["h"], "gated", gate.args("done"), 10, None)
-            assert isinstance(promoted, dict)
+            promoted = as_task(await t.execute(backends["h"], "gated", gate.args("done"), 10, None))
             task_id = promoted["proxy_task"]["task_id"]
             shown = await t.get_json(task_id)
             gate.open()
@@ -188,17 +189,12 @@ async def test_a_modern_call_asks_in_rounds_journals_them_and_resumes_through_it
 ) -> None:
     async with tasks(tmp_path) as (t, p, backends, _):
         with anyio.fail_after(WAIT_S):
-            first = await t.execute(backends["modern"], "book", {"city": "Oslo"}, None, None)
-            assert isinstance(first, dict)
+            first = as_task(await t.execute(backends["modern"], "book", {"city": "Oslo"}, None, None))
             task_id = first["proxy_task"]["task_id"]
             row = p.journal.tasks.row(task_id)
             [date] = first["saga"]["steps"]
-            second = await t.resume(
-                first["saga"]["saga_token"],
-                [{"step_id": date["step_id"], "result": {"date": "2026-12-24"}}],
-                None,
-            )
-            assert isinstance(second, dict)
+            answers = [{"step_id": date["step_id"], "result": {"date": "2026-12-24"}}]
+            second = as_task(await t.resume(first["saga"]["saga_token"], answers, None))
             [hotel] = second["saga"]["steps"]
             done = await t.resume(
                 second["saga"]["saga_token"], [{"step_id": hotel["step_id"], "result": "Bristol"}], None
@@ -212,8 +208,7 @@ async def test_a_modern_call_asks_in_rounds_journals_them_and_resumes_through_it
 async def test_a_saga_step_refused_with_an_error_fails_the_call(tmp_path: Path) -> None:
     async with tasks(tmp_path) as (t, _, backends, _):
         with anyio.fail_after(WAIT_S):
-            first = await t.execute(backends["modern"], "book", {"city": "Rome"}, None, None)
-            assert isinstance(first, dict)
+            first = as_task(await t.execute(backends["modern"], "book", {"city": "Rome"}, None, None))
             [date] = first["saga"]["steps"]
             with pytest.raises(UsageError) as foreign:
                 await t.resume(first["saga"]["saga_token"], [{"step_id": "01OTHER"}], None)
@@ -230,8 +225,7 @@ async def test_a_saga_step_refused_with_an_error_fails_the_call(tmp_path: Path) 
 async def test_an_adopted_call_whose_server_is_gone_fails_with_the_reason(tmp_path: Path) -> None:
     async with tasks(tmp_path) as (t, _, backends, _):
         with anyio.fail_after(WAIT_S):
-            first = await t.execute(backends["modern"], "book", {"city": "Oslo"}, None, None)
-            assert isinstance(first, dict)
+            first = as_task(await t.execute(backends["modern"], "book", {"city": "Oslo"}, None, None))
             task_id = first["proxy_task"]["task_id"]
             t.driver.backends = lambda server: None  # as if this process's config had no such server
             forget_calls(t)
@@ -244,8 +238,7 @@ async def test_an_adopted_call_whose_server_is_gone_fails_with_the_reason(tmp_pa
 async def test_an_adopted_call_of_a_tool_denied_since_is_not_sent_again(tmp_path: Path) -> None:
     async with tasks(tmp_path) as (t, _, backends, _):
         with anyio.fail_after(WAIT_S):
-            first = await t.execute(backends["modern"], "book", {"city": "Oslo"}, None, None)
-            assert isinstance(first, dict)
+            first = as_task(await t.execute(backends["modern"], "book", {"city": "Oslo"}, None, None))
             task_id = first["proxy_task"]["task_id"]
             modern = backends["modern"]
             modern.spec = dataclasses.replace(modern.spec, tools={"deny": ("bo*",)})  # the user denied it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from emceepee_cli.calls.call import WorkingTask
 from emceepee_cli.questions.answers import sampling_answer
 from emceepee_cli.server.envelope import Reply
 from emceepee_cli.server.meta_tools.registry import SERVER_FILTER, Call, Group, Payload
@@ -130,7 +131,7 @@ async def respond_to_sampling(services: Services, args: dict[str, Any], call: Ca
 )
 async def resume_tool(services: Services, args: dict[str, Any], call: Call) -> Payload:
     out = await services.tasks.resume(args["saga_token"], args["completed_steps"], call.relay)
-    if isinstance(out, dict):
-        state = "suspended again" if "saga" in out else "still working"
-        return Reply(out, f"Task {out['task']['task_id']} is {state}.")
+    if isinstance(out, WorkingTask):
+        state = "suspended again" if out.saga is not None else "still working"
+        return Reply(out.payload(), f"Task {out.task['task_id']} is {state}.")
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from emceepee_cli.calls.call import ProxyTask
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.errors import UsageError
 from emceepee_cli.server.envelope import Reply
@@ -166,46 +167,48 @@ async def list_tools(services: Services, args: dict[str, Any], call: Call) -> Pa
     read_only=False,
 )
 async def execute_tool(services: Services, args: dict[str, Any], call: Call) -> Payload:
-    follow = {k: args[k] for k in ("follow_next_tool", "auto_resume", "resume_token") if k in args}
     out = await services.servers.execute_tool(
         args["server"],
         args["tool"],
         args.get("args"),
         args.get("timeout_ms"),
         call.relay,
+        follow_next_tool=args.get("follow_next_tool"),
+        auto_resume=args.get("auto_resume"),
+        resume_token=args.get("resume_token"),
         fast=call.fast,
-        **follow,
     )
-    if isinstance(out, dict):
-        task = out["proxy_task"]
-        name = f"{task['server']}.{task['tool']}"
-        if "saga" in out:
-            return Reply(
-                out,
-                f"{name} is waiting for an answer to a question, so it became task {task['task_id']}. "
-                "Answer with respond_to_elicitation / respond_to_sampling (or resume_tool), "
-                "then get_task_result.",
-            )
-        pending = out["pending_on_server"]
-        if pending.get("elicitations_for_server") or pending.get("sampling_requests_for_server"):
-            # More than one call was in flight when the question came: it may be this one's.
-            return Reply(
-                out,
-                f"{name} became task {task['task_id']} while '{task['server']}' waits for an answer to a "
-                "question (perhaps this call's). Answer it with respond_to_elicitation / "
-                "respond_to_sampling, then get_task_result.",
-            )
-        if task.get("status_message", "").startswith("waiting for backend"):
-            return Reply(
-                out,
-                f"'{task['server']}' is still starting, so {name} became task {task['task_id']}; it runs "
-                "once the backend is up. Use get_task_result to get its result when ready (or "
-                "await_activity to wait for it).",
-            )
-        return Reply(
-            out,
-            f"{name} is still running, so it became task {task['task_id']}. "
-            "Use get_task_result to get its result when ready (or await_activity to wait for it); "
-            "execute_tool with the same server, tool, args and its resume_token works too.",
-        )
+    if isinstance(out, ProxyTask):
+        return Reply(out.payload(), _became_task(out))
     return out
+
+
+def _became_task(out: ProxyTask) -> str:
+    """What execute_tool's answer says first when the call became a task: why, and what to do."""
+    task = out.task
+    name = f"{task['server']}.{task['tool']}"
+    if out.saga is not None:
+        return (
+            f"{name} is waiting for an answer to a question, so it became task {task['task_id']}. "
+            "Answer with respond_to_elicitation / respond_to_sampling (or resume_tool), "
+            "then get_task_result."
+        )
+    pending = out.pending_on_server
+    if pending.get("elicitations_for_server") or pending.get("sampling_requests_for_server"):
+        # More than one call was in flight when the question came: it may be this one's.
+        return (
+            f"{name} became task {task['task_id']} while '{task['server']}' waits for an answer to a "
+            "question (perhaps this call's). Answer it with respond_to_elicitation / "
+            "respond_to_sampling, then get_task_result."
+        )
+    if task.get("status_message", "").startswith("waiting for backend"):
+        return (
+            f"'{task['server']}' is still starting, so {name} became task {task['task_id']}; it runs "
+            "once the backend is up. Use get_task_result to get its result when ready (or "
+            "await_activity to wait for it)."
+        )
+    return (
+        f"{name} is still running, so it became task {task['task_id']}. "
+        "Use get_task_result to get its result when ready (or await_activity to wait for it); "
+        "execute_tool with the same server, tool, args and its resume_token works too."
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from emceepee_cli.calls.call import WorkingTask
 from emceepee_cli.server.envelope import Reply
 from emceepee_cli.server.meta_tools.registry import SERVER_FILTER, Call, Group, Payload
 from emceepee_cli.session.wiring import Services
@@ -64,12 +65,13 @@ async def get_task(services: Services, args: dict[str, Any], call: Call) -> Payl
     task = await services.tasks.get_json(args["task_id"])
     steps = await services.tasks.steps(task["task_id"])
     pending = services.questions.for_server(task["server"])
+    saga = services.tasks.saga(task["task_id"])
     return {
         "task": task,
         **({"steps": steps} if steps else {}),
         "pending_elicitations_for_server": pending["elicitations_for_server"],
         **_cut_as(pending, "elicitations_for_server", "pending_elicitations_for_server"),
-        **services.tasks.saga(task["task_id"]),
+        **({"saga": saga} if saga is not None else {}),
     }
 
 
@@ -96,9 +98,9 @@ def _cut_as(block: dict[str, Any], key: str, name: str) -> dict[str, Any]:
 )
 async def get_task_result(services: Services, args: dict[str, Any], call: Call) -> Payload:
     out = await services.tasks.result(args["task_id"], args.get("timeout_ms"), call.relay)
-    if isinstance(out, dict):
+    if isinstance(out, WorkingTask):
         return Reply(
-            out, f"Task {out['task']['task_id']} is still working; ask again later or await_activity."
+            out.payload(), f"Task {out.task['task_id']} is still working; ask again later or await_activity."
         )
     return out
 
