@@ -17,17 +17,18 @@ What comes back is then kept one of two ways:
 - else the result as the slow path reads it, for the chain to follow, resume or journal.
 A JSON-RPC error, a malformed answer, a dying backend or a broken pipe fail through
 `Backend.request` (the caller's), so their errors read exactly as on the slow path.
+
+The plain shape's bytes are made in emceepee_cli/jsonrpc.py (`canonical`), with the rest of what
+the host gets in the SDK's bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
-import pydantic_core
 from mcp import ClientSession
 from mcp.client.session import (  # how the session reads a result, for the same errors
     _clamp_inbound_ttl,  # pyright: ignore[reportPrivateUsage]
@@ -41,9 +42,7 @@ from emceepee_cli.backends.raw_pipe import Answer, Exchanges, loads
 from emceepee_cli.calls import resume, spool
 from emceepee_cli.calls.call import Call
 from emceepee_cli.calls.chain import TEXT_CHARS, suggests_more
-
-# The slow path writes a result's members in this order, and a text block's as (text, type).
-CANONICAL_KEYS = frozenset(("_meta", "content", "isError", "structuredContent"))
+from emceepee_cli.jsonrpc import canonical
 
 LEGACY = "2025-11-25"  # the session's own fallback when no version was negotiated
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -132,51 +131,3 @@ def read(answer: Answer) -> Any:
     if "result" not in doc:
         raise ValueError("the answer has neither a result nor an error")
     return doc["result"]
-
-
-def canonical(result: dict[str, Any], body: bytes | None) -> bytes | None:
-    """The bytes the slow path would write for a result of the plain shape (text blocks, `isError`,
-    object `structuredContent` and `_meta`): its members in the slow path's order, serialized as
-    it serializes. The backend's own bytes when they already are exactly that (an SDK backend's);
-    None for any other shape."""
-    if not result.keys() <= CANONICAL_KEYS:
-        return None
-    content, is_error = result.get("content"), result.get("isError", False)
-    if not isinstance(content, list) or not isinstance(is_error, bool):
-        return None
-    if not all(isinstance(result.get(key, {}), dict) for key in ("structuredContent", "_meta")):
-        return None
-    blocks = []
-    for block in content:
-        if not (isinstance(block, dict) and block.keys() == {"type", "text"} and block["type"] == "text"):
-            return None
-        if not isinstance(block["text"], str):
-            return None
-        blocks.append({"text": block["text"], "type": "text"})
-    if not all(_finite(result.get(key)) for key in ("structuredContent", "_meta")):
-        return None  # NaN, Infinity or 1e400: json reads them; the slow path's parser decides
-    shaped: dict[str, Any] = {"_meta": result["_meta"]} if "_meta" in result else {}
-    shaped["content"], shaped["isError"] = blocks, is_error  # the slow path always writes isError
-    if "structuredContent" in result:
-        shaped["structuredContent"] = result["structuredContent"]
-    try:
-        out = pydantic_core.to_json(shaped)
-    except (ValueError, UnicodeError):  # e.g. a lone surrogate: the model path decides as the slow path does
-        return None
-    return body if body is not None and out == body else out
-
-
-def _finite(value: Any) -> bool:
-    """No float in `value` is NaN or infinite (the only members of a plain result that hold
-    numbers are `structuredContent` and `_meta`, so a big text block is never scanned)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return False
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return True
