@@ -19,23 +19,19 @@ A JSON-RPC error, a malformed answer, a dying backend or a broken pipe fail thro
 `Backend.request` (the caller's), so their errors read exactly as on the slow path.
 
 The plain shape's bytes are made in emceepee_cli/jsonrpc.py (`canonical`), with the rest of what
-the host gets in the SDK's bytes.
+the host gets in the SDK's bytes; how the session reads a result is the SDK's own code, reached
+through emceepee_cli/sdk.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
 from mcp import ClientSession
-from mcp.client.session import (  # how the session reads a result, for the same errors
-    _clamp_inbound_ttl,  # pyright: ignore[reportPrivateUsage]
-    _later_revision_fields,  # pyright: ignore[reportPrivateUsage]
-)
-from mcp_types import methods
 
+from emceepee_cli import sdk
 from emceepee_cli.backends.backend import Backend, Status
 from emceepee_cli.backends.failures import Answered
 from emceepee_cli.backends.raw_pipe import Answer, Exchanges, loads
@@ -77,7 +73,7 @@ async def send(
     if raw is not None:
         call.raw_preview = preview(result)
         is_error = result.get("isError", False)
-        if not is_error and _has_output_schema(session, tool):
+        if not is_error and sdk.checks_output(session, tool):
             await session.validate_tool_result(
                 tool, types.CallToolResult.model_validate(result, by_name=False)
             )
@@ -96,23 +92,10 @@ def preview(result: dict[str, Any]) -> str:
     return str(blocks[0].get("text", ""))[:TEXT_CHARS]
 
 
-def _has_output_schema(session: ClientSession, tool: str) -> bool:
-    """The session checks this tool's results (unknown to it: it relists, as the slow path does)."""
-    schemas = session._tool_output_schemas  # pyright: ignore[reportPrivateUsage]
-    return tool not in schemas or schemas[tool] is not None
-
-
 def as_session_reads(result: dict[str, Any], version: str) -> resume.RawResult:
     """The result as `ClientSession.send_request` reads one (mcp/client/session.py), so its errors
     read the same: checked against the negotiated revision, a later revision's fields dropped."""
-    raw = dict(result)
-    _clamp_inbound_ttl(raw)
-    with contextlib.suppress(KeyError):  # a revision that does not list the method: not checked
-        methods.validate_server_result("tools/call", version, raw)
-    foreign = _later_revision_fields("tools/call", version)
-    if not foreign.isdisjoint(raw):
-        raw = {key: value for key, value in raw.items() if key not in foreign}
-    return resume.RawResult.model_validate(raw, by_name=False)
+    return resume.RawResult.model_validate(sdk.read_as_session("tools/call", version, result), by_name=False)
 
 
 def read(answer: Answer) -> Any:
