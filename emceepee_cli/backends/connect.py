@@ -10,13 +10,13 @@ from typing import Any
 
 import httpx2
 from mcp import ClientSession
-from mcp.client._probe import negotiate_auto
 from mcp.client.streamable_http import streamable_http_client
 
 from emceepee_cli.backends import transport
 from emceepee_cli.backends.environment import backend_env
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.errors import BackendError
+from emceepee_cli.sdk import negotiate_auto
 
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=None)  # a call may wait minutes on a parked question
 

@@ -9,8 +9,9 @@ resolves a request (the backend's answer to that id, over stdio or HTTP) is rais
 exception was made by emceepee itself at the pipe (backends/transport.py: an answer over the line
 limit, refused unread): that exception is raised instead.
 
-Adapts the SDK's internals, pinned to mcp 2.3: `_resolve_pending` is where an answer is handed to
-its waiter (tests/core/test_dispatcher.py holds it to that).
+Adapts the SDK's internals, pinned to mcp 2.3 and imported through emceepee_cli/sdk.py:
+`_resolve_pending` is where an answer is handed to its waiter (tests/core/test_dispatcher.py holds
+it to that).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from typing import Any
 import mcp_types as types
 from mcp import MCPError
 from mcp.shared.dispatcher import CallOptions
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
 from emceepee_cli.backends.failures import Answered
+from emceepee_cli.sdk import JSONRPCDispatcher
 
 
 class BackendDispatcher(JSONRPCDispatcher):

@@ -28,6 +28,7 @@ import pydantic_core
 from mcp import MCPError
 
 from emceepee_cli.backends.failures import Refused
+from emceepee_cli.jsonrpc import RESPONSE_HEAD
 
 log = logging.getLogger(__name__)
 
@@ -176,11 +177,12 @@ class Exchanges:
         self._pending.clear()
 
 
-_PREFIX = b'{"jsonrpc":"2.0","id":' + MARK
+_PREFIX = RESPONSE_HEAD + MARK
 
 
 def _quick_id(line: bytes) -> str | None:
-    """The id of an answer in the SDK's compact shape, `{"jsonrpc":"2.0","id":"ee-fast-N","result":…`."""
+    """The id of an answer in the SDK's compact shape, `{"jsonrpc":"2.0","id":"ee-fast-N","result":…`
+    (tests/test_jsonrpc.py holds the SDK to it)."""
     if not line.startswith(_PREFIX):
         return None
     end = line.find(b'"', len(_PREFIX))

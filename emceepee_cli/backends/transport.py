@@ -32,7 +32,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -48,6 +48,7 @@ from emceepee_cli.backends.logfile import LogFile
 from emceepee_cli.backends.process import STOP_BOUND_S, ExitProtocol, ProcessInfo, stop, watch_exit
 from emceepee_cli.backends.raw_pipe import Exchanges
 from emceepee_cli.errors import BackendError
+from emceepee_cli.jsonrpc import valid_id
 from emceepee_cli.redact import redact
 
 log = logging.getLogger(__name__)
@@ -225,7 +226,7 @@ class _Pipes:
         if isinstance(parsed, Exception):
             fields = _fields(line)
             request_id, method = fields.get("id"), fields.get("method")
-            if method is None and _valid_id(request_id):
+            if method is None and valid_id(request_id):
                 why = _why(parsed)
                 await self._refuse(request_id, Unreadable(why))
                 self.report(f"the backend's answer to request {request_id!r} could not be read: {why}")
@@ -243,7 +244,7 @@ class _Pipes:
         fields = top_level(head)
         limit = f"{MAX_LINE_BYTES // (1024 * 1024)} MiB"
         request_id, method = fields.get("id"), fields.get("method")
-        if method is None and _valid_id(request_id):
+        if method is None and valid_id(request_id):
             await self._refuse(request_id, TooLong(MAX_LINE_BYTES))
             self.report(
                 f"the backend's answer was over {limit}, the most emceepee reads as one message: "
@@ -251,7 +252,7 @@ class _Pipes:
             )
             return True
         if isinstance(method, str):
-            if _valid_id(request_id):  # a request of theirs: refuse it, so they do not wait either
+            if valid_id(request_id):  # a request of theirs: refuse it, so they do not wait either
                 await self.write(_error(request_id, f"the request was over {limit}"))
             self.report(f"the backend sent {method!r} over {limit}; it was skipped")
             return True
@@ -303,10 +304,6 @@ class _Pipes:
         self.info.stderr_tail.append(line)
         self.log_file.write(line)
         self.on_stderr(line)
-
-
-def _valid_id(value: Any) -> TypeGuard[str | int]:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _error(request_id: str | int, message: str, cause: Exception | None = None) -> SessionMessage:

@@ -17,24 +17,21 @@ What comes back is then kept one of two ways:
 - else the result as the slow path reads it, for the chain to follow, resume or journal.
 A JSON-RPC error, a malformed answer, a dying backend or a broken pipe fail through
 `Backend.request` (the caller's), so their errors read exactly as on the slow path.
+
+The plain shape's bytes are made in emceepee_cli/jsonrpc.py (`canonical`), with the rest of what
+the host gets in the SDK's bytes; how the session reads a result is the SDK's own code, reached
+through emceepee_cli/sdk.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
-import pydantic_core
 from mcp import ClientSession
-from mcp.client.session import (  # how the session reads a result, for the same errors
-    _clamp_inbound_ttl,  # pyright: ignore[reportPrivateUsage]
-    _later_revision_fields,  # pyright: ignore[reportPrivateUsage]
-)
-from mcp_types import methods
 
+from emceepee_cli import sdk
 from emceepee_cli.backends.backend import Backend, Status
 from emceepee_cli.backends.failures import Answered
 from emceepee_cli.backends.raw_pipe import Answer, Exchanges, loads
@@ -42,9 +39,7 @@ from emceepee_cli.calls import resume, spool
 from emceepee_cli.calls.call import Call
 from emceepee_cli.calls.chain import TEXT_CHARS, suggests_more
 from emceepee_cli.calls.end import ReturnedRaw
-
-# The slow path writes a result's members in this order, and a text block's as (text, type).
-CANONICAL_KEYS = frozenset(("_meta", "content", "isError", "structuredContent"))
+from emceepee_cli.jsonrpc import canonical
 
 LEGACY = "2025-11-25"  # the session's own fallback when no version was negotiated
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -79,7 +74,7 @@ async def send(
     if raw is not None:
         shown = preview(result)
         is_error = result.get("isError", False)
-        if not is_error and _has_output_schema(session, tool):
+        if not is_error and sdk.checks_output(session, tool):
             await session.validate_tool_result(
                 tool, types.CallToolResult.model_validate(result, by_name=False)
             )
@@ -98,23 +93,10 @@ def preview(result: dict[str, Any]) -> str:
     return str(blocks[0].get("text", ""))[:TEXT_CHARS]
 
 
-def _has_output_schema(session: ClientSession, tool: str) -> bool:
-    """The session checks this tool's results (unknown to it: it relists, as the slow path does)."""
-    schemas = session._tool_output_schemas  # pyright: ignore[reportPrivateUsage]
-    return tool not in schemas or schemas[tool] is not None
-
-
 def as_session_reads(result: dict[str, Any], version: str) -> resume.RawResult:
     """The result as `ClientSession.send_request` reads one (mcp/client/session.py), so its errors
     read the same: checked against the negotiated revision, a later revision's fields dropped."""
-    raw = dict(result)
-    _clamp_inbound_ttl(raw)
-    with contextlib.suppress(KeyError):  # a revision that does not list the method: not checked
-        methods.validate_server_result("tools/call", version, raw)
-    foreign = _later_revision_fields("tools/call", version)
-    if not foreign.isdisjoint(raw):
-        raw = {key: value for key, value in raw.items() if key not in foreign}
-    return resume.RawResult.model_validate(raw, by_name=False)
+    return resume.RawResult.model_validate(sdk.read_as_session("tools/call", version, result), by_name=False)
 
 
 def read(answer: Answer) -> Any:
@@ -133,51 +115,3 @@ def read(answer: Answer) -> Any:
     if "result" not in doc:
         raise ValueError("the answer has neither a result nor an error")
     return doc["result"]
-
-
-def canonical(result: dict[str, Any], body: bytes | None) -> bytes | None:
-    """The bytes the slow path would write for a result of the plain shape (text blocks, `isError`,
-    object `structuredContent` and `_meta`): its members in the slow path's order, serialized as
-    it serializes. The backend's own bytes when they already are exactly that (an SDK backend's);
-    None for any other shape."""
-    if not result.keys() <= CANONICAL_KEYS:
-        return None
-    content, is_error = result.get("content"), result.get("isError", False)
-    if not isinstance(content, list) or not isinstance(is_error, bool):
-        return None
-    if not all(isinstance(result.get(key, {}), dict) for key in ("structuredContent", "_meta")):
-        return None
-    blocks = []
-    for block in content:
-        if not (isinstance(block, dict) and block.keys() == {"type", "text"} and block["type"] == "text"):
-            return None
-        if not isinstance(block["text"], str):
-            return None
-        blocks.append({"text": block["text"], "type": "text"})
-    if not all(_finite(result.get(key)) for key in ("structuredContent", "_meta")):
-        return None  # NaN, Infinity or 1e400: json reads them; the slow path's parser decides
-    shaped: dict[str, Any] = {"_meta": result["_meta"]} if "_meta" in result else {}
-    shaped["content"], shaped["isError"] = blocks, is_error  # the slow path always writes isError
-    if "structuredContent" in result:
-        shaped["structuredContent"] = result["structuredContent"]
-    try:
-        out = pydantic_core.to_json(shaped)
-    except (ValueError, UnicodeError):  # e.g. a lone surrogate: the model path decides as the slow path does
-        return None
-    return body if body is not None and out == body else out
-
-
-def _finite(value: Any) -> bool:
-    """No float in `value` is NaN or infinite (the only members of a plain result that hold
-    numbers are `structuredContent` and `_meta`, so a big text block is never scanned)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return False
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return True

@@ -76,6 +76,12 @@ def envelope_blocks(
     return extra
 
 
+def block_texts(extra: dict[str, Any]) -> list[str]:
+    """The text of each block a reply appends for `envelope_blocks`' members, in order (the fast
+    lane puts them into a backend's bytes as they are, server/fastlane.py)."""
+    return [as_json({key: value}) for key, value in extra.items()]
+
+
 def with_envelope(
     result: types.CallToolResult,
     events: Sequence[Event],
@@ -92,6 +98,6 @@ def with_envelope(
     extra = envelope_blocks(events, pending, journal_fault)
     if not extra:
         return result
-    blocks = [text(as_json({key: value})) for key, value in extra.items()]
+    blocks = [text(block) for block in block_texts(extra)]
     structured = {**(result.structured_content or {}), **extra} if own else result.structured_content
     return result.model_copy(update={"content": [*result.content, *blocks], "structured_content": structured})

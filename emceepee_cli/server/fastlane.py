@@ -10,10 +10,11 @@ always got.
 A taken line runs through the very code the slow path runs (`app.dispatch`: the meta-tool's
 checks, `execute_tool`, its chain, policy, approvals, promotion, questions, progress,
 cancellation, TTL and journaling); the call is only marked `fast`, so its backend may be called
-raw (calls/raw_step.py). What comes back is written as the SDK server would write it: the
-backend's result bytes with the host's id when they came raw (or were read back from the
-journal, a task's), the envelope's text blocks put in at the end of their content, else the same
-result (with its envelope blocks) serialized as the SDK does. A host's
+raw (calls/raw_step.py). What comes back is written as the SDK server would write it, by the
+module the slow lane's wire writes with too (emceepee_cli/jsonrpc.py): the backend's result bytes
+with the host's id when they came raw (or were read back from the journal, a task's), the
+envelope's text blocks put in at the end of their content, else the same result (with its
+envelope blocks) serialized as the SDK does. A host's
 `notifications/cancelled` cancels it as the SDK cancels a handler: no answer is written.
 
 `EMCEEPEE_FAST_LANE=0` in serve's environment turns the lane off.
@@ -21,27 +22,25 @@ result (with its envelope blocks) serialized as the SDK does. A host's
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio
 import mcp_types as types
-import pydantic_core
-from mcp_types import methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from emceepee_cli import jsonrpc
 from emceepee_cli.backends.raw_pipe import loads
 from emceepee_cli.calls import spool
 from emceepee_cli.calls.call import Passed, Relay
+from emceepee_cli.jsonrpc import RequestId
 from emceepee_cli.server import host_input
-from emceepee_cli.server.envelope import as_json, envelope_blocks, with_envelope
+from emceepee_cli.server.envelope import block_texts, envelope_blocks, with_envelope
 from emceepee_cli.server.meta_tools import TOOLS, Call
 from emceepee_cli.server.resume_wire import with_next_token
-from emceepee_cli.server.stdio import HostWire, RequestId
+from emceepee_cli.server.stdio import HostWire
 from emceepee_cli.session.wiring import Services
 
 log = logging.getLogger(__name__)
@@ -120,7 +119,7 @@ class FastLane:
             result, own = await self.dispatch(services, name, arguments, Call(relay=relay, fast=True))
             if isinstance(result, Passed):
                 passed.append(result)
-            parts = _reply(services, wire, request_id, result, own)
+            parts = _reply(services, wire.protocol, request_id, result, own)
         except Exception:  # the host must get an answer whatever went wrong here
             log.exception("the fast lane failed to answer request %r", request_id)
             await wire.send_error(request_id, types.INTERNAL_ERROR, "emceepee failed inside tools/call")
@@ -136,7 +135,7 @@ def _plan(services: Services, doc: Any) -> _Plan | None:
     if not isinstance(doc, dict) or doc.keys() != {"jsonrpc", "id", "method", "params"}:
         return None
     request_id, params = doc["id"], doc["params"]
-    if doc["jsonrpc"] != "2.0" or doc["method"] != "tools/call" or not _valid_id(request_id):
+    if doc["jsonrpc"] != "2.0" or doc["method"] != "tools/call" or not jsonrpc.valid_id(request_id):
         return None
     if not isinstance(params, dict) or not params.keys() <= {"name", "arguments", "_meta"}:
         return None
@@ -146,7 +145,7 @@ def _plan(services: Services, doc: Any) -> _Plan | None:
     if not isinstance(meta, dict) or not meta.keys() <= {"progressToken"}:
         return None
     token = meta.get("progressToken")
-    if token is not None and not _valid_id(token):
+    if token is not None and not jsonrpc.valid_id(token):
         return None
     if name not in FAST_TOOLS and (name in TOOLS or services.direct.resolve(name) is None):
         return None
@@ -155,109 +154,27 @@ def _plan(services: Services, doc: Any) -> _Plan | None:
 
 def _reply(
     services: Services,
-    wire: HostWire,
+    protocol: str | None,
     request_id: RequestId,
     result: types.CallToolResult | Passed,
     own: bool,
 ) -> Iterable[bytes | memoryview]:
     """The whole answer line (in parts, a backend's bytes read as they are written), as the SDK
-    server writes it for the slow path's result."""
+    server writes it for the slow path's result (emceepee_cli/jsonrpc.py)."""
     events, pending = services.events.take(), services.questions.for_client()
     if isinstance(result, Passed):
-        body = _with_blocks(result.body, envelope_blocks(events, pending, services.journal.fault))
+        texts = block_texts(envelope_blocks(events, pending, services.journal.fault))
+        body = jsonrpc.with_text_blocks(result.body.chunks, texts)
         if body is not None:
-            head = (b'{"jsonrpc":"2.0","id":', json.dumps(request_id).encode(), b',"result":')
-            return itertools.chain(head, body, (b"}",))
+            return jsonrpc.reply_parts(request_id, body)
         result = result.model()
     reply = with_envelope(result, events, pending, own=own, journal_fault=services.journal.fault)
-    dumped = reply.model_dump(by_alias=True, mode="json", exclude_none=True)
-    assert wire.protocol is not None
-    shaped = with_next_token(methods.serialize_server_result("tools/call", wire.protocol, dumped))
-    message = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=shaped)
-    return (message.model_dump_json(by_alias=True, exclude_unset=True).encode(),)
+    assert protocol is not None  # the lane takes a line only once the version is known
+    return (jsonrpc.reply(request_id, with_next_token(jsonrpc.tool_result(reply, protocol))),)
 
 
-def _with_blocks(body: spool.Held, extra: dict[str, Any]) -> Iterable[bytes | memoryview] | None:
-    """A backend's result bytes with the envelope's text blocks appended to its content, exactly as
-    the slow path would write them; None when the bytes are not of the shape that allows it."""
-    if not extra:
-        return body.chunks()
-    found = _content_end(body.chunks())
-    if found is None:
-        return None
-    end, empty = found
-    blocks = [
-        pydantic_core.to_json({"text": as_json({key: value}), "type": "text"}) for key, value in extra.items()
-    ]
-    added = (b"" if empty else b",") + b",".join(blocks)
-    return _inserted(body.chunks(), end, added)
-
-
-def _inserted(chunks: Iterable[bytes], at: int, added: bytes) -> Iterator[bytes | memoryview]:
-    """`chunks` with `added` put in at offset `at` (the pieces around it are views, not copies)."""
-    offset = 0
-    for piece in chunks:
-        if offset <= at < offset + len(piece):
-            view = memoryview(piece)
-            yield view[: at - offset]
-            yield added
-            yield view[at - offset :]
-        else:
-            yield piece
-        offset += len(piece)
-
-
-CONTENT_END = b'],"isError":'  # after a plain result's content (calls/raw_step.canonical's order)
-
-
-def _content_end(chunks: Iterable[bytes]) -> tuple[int, bool] | None:
-    """Where the content array of a plain result's bytes closes (the offset of its `]`), and
-    whether it is empty. Its blocks are `{"text":…,"type":"text"}` objects, whose strings hold
-    no bare quote, so the first `],"isError":` after the array opens is its end."""
-    pieces = iter(chunks)
-    first = next(pieces, b"")
-    start = _content_start(first)
-    if start is None:
-        return None
-    offset, tail = 0, b""
-    for piece in itertools.chain((first,), pieces):
-        window = tail + piece
-        found = window.find(CONTENT_END, max(0, start - (offset - len(tail))))
-        if found >= 0:
-            end = offset - len(tail) + found
-            return end, end == start + 1
-        tail = window[-(len(CONTENT_END) - 1) :]
-        offset += len(piece)
-    return None
-
-
-def _content_start(first: bytes) -> int | None:
-    """The offset of the `[` that opens the content array, from the bytes' first piece."""
-    if first.startswith(b'{"content":['):
-        return len(b'{"content":')
-    if not first.startswith(b'{"_meta":{'):
-        return None
-    text = first[: spool.CHUNK_BYTES].decode(errors="replace")  # its _meta, whole in there, or None
-    try:
-        _, meta_end = json.JSONDecoder().raw_decode(text, len('{"_meta":'))
-    except ValueError:
-        return None
-    at = len(text[:meta_end].encode(errors="replace"))
-    return at + len(b',"content":') if first.startswith(b',"content":[', at) else None
-
-
-def _progress_sender(wire: HostWire, token: str | int) -> Any:
-    async def send(progress: float, total: float | None = None, message: str | None = None) -> None:
-        params: dict[str, Any] = {"progressToken": token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message is not None:
-            params["message"] = message
-        note = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params=params)
-        await wire.send_line(note.model_dump_json(by_alias=True, exclude_unset=True).encode())
+def _progress_sender(wire: HostWire, token: RequestId) -> Any:
+    async def send(done: float, total: float | None = None, message: str | None = None) -> None:
+        await wire.send_line(jsonrpc.progress(token, done, total, message))
 
     return send
-
-
-def _valid_id(value: object) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

@@ -19,6 +19,7 @@ from typing import Any
 import mcp_types as types
 import pydantic
 
+from emceepee_cli.jsonrpc import valid_id
 from emceepee_cli.questions.host_link import refused_answer
 from emceepee_cli.server import host_input
 
@@ -54,7 +55,7 @@ def checked(raw: bytes, message: types.JSONRPCResponse | types.JSONRPCError) -> 
 
 def _unusable(request_id: object, why: str) -> types.JSONRPCError | None:
     shown = json.dumps(request_id)[:100]
-    if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+    if not valid_id(request_id):
         log.warning("dropped a malformed response from the host (id %s): %s", shown, why)
         return None
     log.warning("the host's answer to request %s cannot be used: %s", shown, why)

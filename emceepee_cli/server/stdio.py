@@ -25,6 +25,9 @@ sent a malformed request would wait for its answer for ever. Here, per JSON-RPC 
 
 Blank lines are ignored. Nothing the host sends ends the process: only stdin's EOF does.
 
+Every line written is the SDK's bytes for its message, made in one module with the fast lane's
+(emceepee_cli/jsonrpc.py).
+
 Lifecycle: `host_streams()` takes private copies of fd 0 and 1 for the wire and points fd 0 at
 the null device and fd 1 at stderr (as `stdio_server` does), so a stray print cannot corrupt the
 protocol; then a reader and a writer task run beside the server until stdin's EOF closes the
@@ -55,7 +58,9 @@ import pydantic
 import pydantic_core
 from mcp.shared.message import SessionMessage
 
+from emceepee_cli import jsonrpc
 from emceepee_cli.calls import spool
+from emceepee_cli.jsonrpc import RequestId, valid_id
 from emceepee_cli.server import host_answers, host_input
 
 log = logging.getLogger(__name__)
@@ -67,7 +72,6 @@ BATCH_VERSION = "2025-03-26"  # the one MCP version whose JSON-RPC layer has bat
 
 ReadStream = anyio.abc.ObjectReceiveStream[SessionMessage | Exception]
 WriteStream = anyio.abc.ObjectSendStream[SessionMessage]
-RequestId = int | str
 
 
 class LineTaker(Protocol):
@@ -182,7 +186,7 @@ class HostWire:
         if host_answers.is_answer(doc):
             await self._pass_answer(host_answers.answer(raw, doc), to_server)
             return
-        await self._write(_dump(_invalid(doc)))
+        await self._write(jsonrpc.text(_invalid(doc)))
 
     async def _lenient(
         self, raw: bytes, to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
@@ -197,7 +201,7 @@ class HostWire:
         if isinstance(doc, list):
             await self._batch(raw, doc, to_server)
             return True
-        if not (isinstance(doc, dict) and _valid_id(doc.get("id"))):
+        if not (isinstance(doc, dict) and valid_id(doc.get("id"))):
             return False
         if host_answers.is_answer(doc):
             await self._pass_answer(host_answers.answer(raw, doc), to_server)
@@ -215,7 +219,7 @@ class HostWire:
         for item in items:
             reply, message = _entry(raw, item)
             if reply is not None:
-                batch.replies.append(_dump(reply))
+                batch.replies.append(jsonrpc.text(reply))
             if message is None:
                 continue
             if isinstance(message, types.JSONRPCRequest):
@@ -263,7 +267,7 @@ class HostWire:
         return 0
 
     async def send_error(self, request_id: RequestId | None, code: int, message: str) -> None:
-        await self._write(_dump(_error(request_id, message, code)))
+        await self._write(jsonrpc.text(jsonrpc.error(request_id, message, code)))
 
     async def send_line(self, *parts: bytes) -> None:
         """One whole message, already serialized (the fast lane's), perhaps in parts."""
@@ -409,10 +413,6 @@ def _has_id(raw: bytes) -> bool:
     return isinstance(doc, dict) and "id" in doc
 
 
-def _valid_id(value: object) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
 def _entry(raw: bytes, item: object) -> tuple[types.JSONRPCError | None, types.JSONRPCMessage | None]:
     """One entry of the batch `raw`, as a line alone would be taken: the error it is answered with
     at once, and the message the server is handed (an answer's, perhaps its request's failure)."""
@@ -424,12 +424,12 @@ def _entry(raw: bytes, item: object) -> tuple[types.JSONRPCError | None, types.J
     except pydantic.ValidationError:
         return _invalid(item), None
     if isinstance(message, types.JSONRPCNotification) and isinstance(item, dict) and "id" in item:
-        return _error(None, "Invalid Request: bad 'id'"), None
+        return jsonrpc.error(None, "Invalid Request: bad 'id'"), None
     if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification):
         wrong = host_input.fault(raw, message.params)
         if wrong is not None and isinstance(message, types.JSONRPCRequest):
             log.warning("refused request %s in a batch: %s", json.dumps(message.id)[:100], wrong)
-            return _error(message.id, f"Invalid params: {wrong}", types.INVALID_PARAMS), None
+            return jsonrpc.error(message.id, f"Invalid params: {wrong}", types.INVALID_PARAMS), None
         if wrong is not None:  # nobody to answer: as a notification the server could not read
             log.warning("dropped notification %s in a batch: %s", message.method[:100], wrong)
             return None, None
@@ -439,9 +439,9 @@ def _entry(raw: bytes, item: object) -> tuple[types.JSONRPCError | None, types.J
 def _invalid(doc: object) -> types.JSONRPCError:
     """The error for JSON that is not a valid message (an answer is taken by `host_answers`)."""
     if not isinstance(doc, dict):
-        return _error(None, "Invalid Request: a message must be a JSON object")
+        return jsonrpc.error(None, "Invalid Request: a message must be a JSON object")
     request_id = doc.get("id")
-    return _error(request_id if _valid_id(request_id) else None, f"Invalid Request: {_why(doc)}")
+    return jsonrpc.error(request_id if valid_id(request_id) else None, f"Invalid Request: {_why(doc)}")
 
 
 def _why(doc: dict[str, Any]) -> str:
@@ -449,7 +449,7 @@ def _why(doc: dict[str, Any]) -> str:
         return "'jsonrpc' must be \"2.0\""
     if not isinstance(doc.get("method"), str):
         return "'method' must be a string"
-    if "id" in doc and not _valid_id(doc["id"]):
+    if "id" in doc and not valid_id(doc["id"]):
         return "'id' must be a string or an integer"
     if "params" in doc and not isinstance(doc["params"], dict):
         return "'params' must be an object"
@@ -461,26 +461,16 @@ def _no_batches(protocol: str | None) -> str:
     return f"JSON-RPC batches are not part of MCP {spoken}; send one message per line"
 
 
-def _error(
-    request_id: RequestId | None, message: str, code: int = types.INVALID_REQUEST
-) -> types.JSONRPCError:
-    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
-
-
-def _dump(message: types.JSONRPCMessage) -> str:
-    return message.model_dump_json(by_alias=True, exclude_unset=True)
-
-
 def _dump_or_error(message: types.JSONRPCMessage) -> str | None:
     """The message's line; for an answer that cannot be written as JSON text (a lone surrogate
     from somewhere), an error in its place, so the request still gets its answer. None: a
     notification or request of ours that cannot be written, dropped (it is logged)."""
     try:
-        return _dump(message)
+        return jsonrpc.text(message)
     except (ValueError, UnicodeError) as exc:  # pydantic's serialization error is a ValueError
         request_id = getattr(message, "id", None)
         log.error("cannot write a message to the host (%s): %s", type(message).__name__, exc)
         if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError) or request_id is None:
             return None
         why = "emceepee could not write its answer as JSON text; its stderr log has the details"
-        return _dump(_error(request_id, why, types.INTERNAL_ERROR))
+        return jsonrpc.text(jsonrpc.error(request_id, why, types.INTERNAL_ERROR))

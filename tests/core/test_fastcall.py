@@ -11,7 +11,7 @@ import pytest
 from mcp_types import methods
 
 from emceepee_cli.backends.raw_pipe import loads
-from emceepee_cli.calls.raw_step import canonical
+from emceepee_cli.jsonrpc import canonical
 
 PLAIN: list[dict[str, Any]] = [
     {"content": [{"type": "text", "text": 'é \\ " \n \u2028 \x01 😀 </script>'}], "isError": False},
