@@ -144,12 +144,10 @@ async def stop(process: asyncio.subprocess.Process, protocol: ExitProtocol, info
         if survivors:
             log.error("backend pid %s: %s outlived it, even after SIGKILL", process.pid, survivors)
     if not processes.HAVE_PROC and sys.platform != "win32":
-        _killpg(process.pid, _SIGKILL)  # without /proc, the group is all we can reach
+        _killpg(process.pid, _SIGKILL)  # without /proc, see _signal
 
 
 async def _tree(me: processes.Proc, info: ProcessInfo) -> set[processes.Proc]:
-    if not processes.HAVE_PROC:
-        return set()
     return await anyio.to_thread.run_sync(processes.tree, me.pid, not info.exited.is_set())
 
 
@@ -182,8 +180,8 @@ def _signal(
         return
     for proc in (me, *strays):
         proc.signal(sig)
-    if not processes.HAVE_PROC:
-        _killpg(process.pid, sig)
+    if not processes.HAVE_PROC:  # starts follow the wall clock there: after a clock step `me` no longer
+        _killpg(process.pid, sig)  # matches, and its own group (it leads one) still reaches it
 
 
 def _killpg(pgid: int, sig: int) -> None:

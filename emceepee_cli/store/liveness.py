@@ -1,6 +1,6 @@
 """Whether the `serve` of an `instances` row still runs: the one rule, cheap to import.
 
-On this machine a process is alive while its pid *and* start time match (`proc.py`), however
+On this machine a process is alive while its pid *and* start time match (`processes.py`), however
 stale its heartbeat; elsewhere, or for a row without a start time, the heartbeat decides. The CLI
 asks this before it opens the journal for writing (store/inspect.py), so it imports no SQLite layer.
 """
@@ -11,8 +11,8 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
+from emceepee_cli import processes
 from emceepee_cli.clock import now_iso
-from emceepee_cli.store import proc
 
 if TYPE_CHECKING:
     from emceepee_cli.store.records import InstanceRow
@@ -34,7 +34,7 @@ def instance_alive(row: InstanceRow) -> bool:
     if row.get("stopped_at"):
         return False
     if row["machine"] == socket.gethostname():
-        same = proc.same_process(row["pid"], row.get("proc_start"))
+        same = processes.same_process(row["pid"], row.get("proc_start"))
         if same is not None:
             return same
     return bool(row["heartbeat_at"] >= now_iso(-stale_after_s()))

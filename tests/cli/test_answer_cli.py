@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from emceepee_cli import processes
 from emceepee_cli.clock import now_iso
-from emceepee_cli.store import proc
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import question_json
 from tests.cli.clirun import cli as main_cli
@@ -504,7 +504,7 @@ def owner_beside(journal: Journal) -> Iterator[None]:
     with subprocess.Popen(
         [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
     ) as owner:
-        started = proc.start_time(owner.pid)
+        started = processes.start_token(owner.pid)
         journal.db.execute(
             "UPDATE instances SET pid = ?, proc_start = ? WHERE instance_id = ?",
             [owner.pid, started, INSTANCE],
@@ -544,9 +544,8 @@ def test_a_terminal_under_more_processes_than_can_be_looked_through_never_accept
     fails closed: the approval stays pending."""
     ask_approval(journal)
     answer = shlex.join([sys.executable, "-m", "emceepee_cli", "answer", APPROVAL])
-    nested = (
-        f"f() {{ if [ $1 -gt 0 ]; then (f $(($1 - 1))); else {answer}; fi; }}; f {proc.MAX_ANCESTORS + 5}"
-    )
+    deep = processes.MAX_ANCESTORS + 5
+    nested = f"f() {{ if [ $1 -gt 0 ]; then (f $(($1 - 1))); else {answer}; fi; }}; f {deep}"
     done = subprocess.run(
         [sys.executable, str(FAKE_TTY), "bash", "-c", nested],
         capture_output=True,
@@ -556,7 +555,7 @@ def test_a_terminal_under_more_processes_than_can_be_looked_through_never_accept
         check=False,
     )
     assert done.returncode == 2, done.stdout + done.stderr
-    assert f"it runs under more than {proc.MAX_ANCESTORS} processes" in done.stdout
+    assert f"it runs under more than {processes.MAX_ANCESTORS} processes" in done.stdout
     assert "Allow? [y/N]" not in done.stdout
     assert stored(journal, APPROVAL)["status"] == "pending"
 

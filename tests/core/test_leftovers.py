@@ -12,7 +12,7 @@ from emceepee_cli import processes
 from emceepee_cli.backends import leftovers
 from emceepee_cli.store.journal import Journal
 
-pytestmark = pytest.mark.skipif(not processes.HAVE_PROC, reason="start times come from /proc")
+pytestmark = pytest.mark.skipif(not processes.HAVE_PROC, reason="Linux start times: clock ticks, boot ids")
 
 
 def test_leftovers_are_stopped_only_when_pid_and_start_time_match_and_the_owner_is_dead(

@@ -2,7 +2,7 @@
 
 Every `serve` registers itself (pid, machine, and the process's start time) and beats a heartbeat.
 An owner is dead only when its process is gone: on this machine that is decided by pid *and*
-start time (`store/proc.py`), so a live process is never declared dead however stale its
+start time (`processes.py`), so a live process is never declared dead however stale its
 heartbeat (a suspended laptop, a SIGSTOP, a long lock). The heartbeat decides only where the
 process cannot be checked: a row from another machine, or one written by an emceepee that did
 not record a start time.
@@ -21,8 +21,8 @@ import socket
 from collections.abc import Collection
 from typing import Any, cast
 
+from emceepee_cli import processes
 from emceepee_cli.clock import now_iso
-from emceepee_cli.store import proc
 from emceepee_cli.store.connection import Connection, Part
 from emceepee_cli.store.db import immediate, mapped
 from emceepee_cli.store.liveness import STALE_ENV as STALE_ENV  # re-exported: used under these names
@@ -84,9 +84,9 @@ class Instances(Part):
         """Why process `pid` may descend from a live `serve` (a backend it started, or anything such a
         backend ran: the model's reach, never a person's), or None if it does not. Too many processes
         above it to look through counts as under one."""
-        above = proc.ancestors(pid)
-        if len(above) >= proc.MAX_ANCESTORS:
-            deep = proc.MAX_ANCESTORS
+        above = processes.ancestors(pid)
+        if len(above) >= processes.MAX_ANCESTORS:
+            deep = processes.MAX_ANCESTORS
             return f"it runs under more than {deep} processes, too many to tell whether one is a serve"
         if not above:
             return None
@@ -216,7 +216,7 @@ def this_instance(instance_id: str) -> InstanceRow:
         instance_id=instance_id,
         pid=os.getpid(),
         machine=socket.gethostname(),
-        proc_start=proc.start_time(os.getpid()),
+        proc_start=processes.start_token(os.getpid()),
         started_at=at,
         heartbeat_at=at,
         stopped_at=None,
