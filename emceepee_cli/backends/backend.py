@@ -10,66 +10,39 @@ transport and the session itself, as anyio requires):
 
 `stop()` cancels whatever the backend is doing, a handshake included; the transport's own stop
 still runs, shielded and bounded. A call in flight when the backend dies fails at once with the
-exit status and stderr tail, and so does a call that waits for a backend whose start just failed
-(it is not made to wait out the restart backoff). "At once" is once the transport has stopped the
-process and read its stderr (`ProcessInfo.settled`), whichever of its exit and its last stderr
-lines came first; and a call on its way to the backend when it died (dispatched while it was
-ready, its request not yet sent) fails with that death too, not with the restart that follows.
-A call cut off because emceepee stopped the backend on purpose (`stop(why)`: a config change
-restarts it, it was removed) or closed its connection (a line it could not read) is told that
-instead.
+exit status and stderr tail; a call cut off because emceepee stopped the backend on purpose
+(`stop(why)`) is told why (backends/ending.py says how a connection ended). What the backend says
+while connected (logs, notifications, questions, list changes) goes through its `Listener`
+(backends/listener.py); how one request can fail is said in backends/failures.py.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import anyio
 import mcp_types as types
-from mcp import ClientSession, MCPError
-from mcp.client.session import ClientRequestContext
+from mcp import ClientSession
 
 from emceepee_cli import __version__
-from emceepee_cli.backends import connect, listing, transport
+from emceepee_cli.backends import connect, ending, listing, transport
 from emceepee_cli.backends.dispatcher import BackendDispatcher
-from emceepee_cli.backends.failures import (
-    Answered,
-    Refused,
-    answered_with_error,
-    brief,
-    closed,
-    closest,
-    describe,
-    leaves,
-)
+from emceepee_cli.backends.ending import StopReason
+from emceepee_cli.backends.failures import brief, closest, connection_ended, describe, leaves, request_error
+from emceepee_cli.backends.listener import Listener, MessageSink
 from emceepee_cli.backends.start_limit import StartSlots
 from emceepee_cli.config import ServerSpec, root_uris
 from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound
-from emceepee_cli.questions import url_questions
-from emceepee_cli.store.records import Kind
 
-log = logging.getLogger(__name__)
-
-INITIALIZE_TIMEOUT_S = 60.0  # first runs of `uvx`/`npx` download packages before answering
-LIST_TIMEOUT_S = 30.0
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # one entry per attempt; then the backend is failed
 STABLE_AFTER_S = 60.0  # ready this long, and the next crash starts the backoff afresh
-# A call failed by its backend's death waits for the transport to stop the process and read its
-# stderr (`ProcessInfo.settled`), so that its error has the exit status and the last stderr lines,
-# whatever order they arrive in; that stop and drain are bounded, and so is this wait.
-DEATH_REPORT_WAIT_S = transport.STOP_BOUND_S + transport.STDERR_DRAIN_S + 1.0
-DEATH_TAIL_LINES = 10  # of stderr, in an error that reports a backend's exit
-DEATH_TAIL_CHARS = 2000
 
 T = TypeVar("T")
-R = TypeVar("R", types.ElicitResult, types.CreateMessageResult)
 
 __all__ = ["WAITING", "Backend", "BackendSink", "Status", "brief", "describe", "first_of", "leaves"]
 
@@ -86,28 +59,11 @@ class Status(StrEnum):
 WAITING = (Status.STARTING, Status.RESTARTING)
 
 
-@dataclass(frozen=True)
-class StopReason:
-    """Why emceepee stopped a backend on purpose, as the calls it cuts off are told."""
+class BackendSink(MessageSink["Backend"], Protocol):
+    """Where a backend reports what it says (backends/listener.py's `MessageSink`) and how its
+    lifecycle goes (session/backend_sink.py implements it)."""
 
-    said: str  # completes "Backend 'x' was …", e.g. "restarted because its config table changed"
-    hint: str
-
-
-class BackendSink(Protocol):
-    """Where a backend reports what it hears (session/backend_sink.py implements it)."""
-
-    def notification(self, server: str, method: str, params: dict[str, Any]) -> None: ...
-    def log(self, server: str, level: str, message: str, source: str) -> None: ...
     def status_changed(self, backend: Backend, previous: Status) -> None: ...
-    async def question(
-        self,
-        backend: Backend,
-        kind: str,
-        params: types.ElicitRequestParams | types.CreateMessageRequestParams,
-    ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData: ...
-    async def roots_of(self, backend: Backend) -> types.ListRootsResult: ...
-    def relisted(self, backend: Backend, listed: str) -> None: ...  # "tools", "resources" or "prompts"
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
 
@@ -139,9 +95,7 @@ class Backend:
         self._lost = anyio.Event()
         self._died: transport.ProcessInfo | None = None  # its ready connection ended, none is since
         self._start_failed = False  # the last attempt ended before ready: callers are told, not kept waiting
-        self._handshaking: anyio.CancelScope | None = None
-        self._garbled: str | None = None
-        self._refreshes: listing.Refreshes | None = None
+        self.listener = Listener(self, sink)  # what the backend says while connected
 
     def __repr__(self) -> str:
         pid = f" pid={self.pid}" if self.pid else ""
@@ -176,7 +130,9 @@ class Backend:
             try:
                 await self._connect_and_serve(ready_at)
             except Exception as exc:  # noqa: BLE001 - every failure is reported, none escapes
-                self.last_error = self._failure(exc, was_ready=bool(ready_at))
+                self.last_error = ending.failure(
+                    exc, self.process, was_ready=bool(ready_at), lost=self._lost.is_set()
+                )
                 self._start_failed = not ready_at
                 if any(isinstance(e, EmceepeeError) for e in leaves(exc)):
                     failures = len(RESTART_BACKOFF_S)  # a missing command or bad cwd stays wrong
@@ -197,16 +153,6 @@ class Backend:
             self.stopped_for = why
         self._stop.set()
         self._scope.cancel()
-
-    def _failure(self, exc: Exception, was_ready: bool) -> str:
-        """last_error for a connection that ended with `exc`."""
-        info = self.process
-        if info is not None and info.returncode is not None and info.stopped_with is None:
-            return f"exited{'' if was_ready else ' during start-up'} ({_death_report(info)})"
-        text = describe(exc)
-        if info is not None and (self._lost.is_set() or closed(exc)):
-            text += f"; {_death_report(info)}"
-        return text
 
     def _mark_lost(self) -> None:
         """The connection is gone: new calls wait for the restart instead of finding no session."""
@@ -261,18 +207,18 @@ class Backend:
             session = await stack.enter_async_context(
                 ClientSession(
                     dispatcher=self.dispatcher,
-                    logging_callback=self._on_log,
-                    message_handler=self._on_message,
-                    elicitation_callback=self._on_elicit,
-                    sampling_callback=self._on_sample,
-                    list_roots_callback=self._on_roots,
+                    logging_callback=self.listener.on_log,
+                    message_handler=self.listener.on_message,
+                    elicitation_callback=self.listener.on_elicit,
+                    sampling_callback=self.listener.on_sample,
+                    list_roots_callback=self.listener.on_roots,
                     client_info=types.Implementation(name="emceepee", version=__version__),
                 )
             )
-            await self._start_session(session)
+            await self.listener.handshake(session, self.spec.protocol)
             async with anyio.create_task_group() as tg:
-                self._refreshes = listing.Refreshes(tg, functools.partial(self._refresh, session=session))
-                with anyio.fail_after(LIST_TIMEOUT_S):
+                self.listener.relist_in(tg, session)
+                with anyio.fail_after(listing.LIST_TIMEOUT_S):
                     self.offer = await listing.list_offer(session)
                 self.session = session
                 ready_at.append(anyio.current_time())
@@ -285,41 +231,15 @@ class Backend:
                 tg.cancel_scope.cancel()
             self.session = None
         if self._lost.is_set() and self.process is not None:  # reaped by now: the exit code is known
-            self.last_error = self._ending()
-
-    def _ending(self) -> str:
-        """Why a ready connection ended, once the process is stopped."""
-        assert self.process is not None
-        if self.process.dropped is not None:
-            return f"{self.process.dropped} ({_death_report(self.process)})"
-        if self.process.returncode is not None and self.process.stopped_with is None:
-            return f"exited ({_death_report(self.process)})"
-        return f"closed the connection while running; emceepee stopped it ({_death_report(self.process)})"
-
-    async def _start_session(self, session: ClientSession) -> None:
-        """The handshake, bounded; a line of garbage on stdout fails it at once, not at the timeout."""
-        self._garbled = None
-        with anyio.fail_after(INITIALIZE_TIMEOUT_S):
-            self._handshaking = anyio.CancelScope()
-            try:
-                with self._handshaking:
-                    await connect.handshake(session, self.spec.protocol)
-            finally:
-                self._handshaking = None
-        if self._garbled is not None:
-            raise BackendError(
-                f"wrote a line that is not JSON-RPC to stdout during start-up: {self._garbled}",
-                hint="Its stdout must carry only JSON-RPC (logs belong on stderr): check the server's "
-                "command and args; run it in a terminal to see what it prints.",
-            )
+            self.last_error = ending.lost_ready(self.process)
 
     @asynccontextmanager
     async def _open_transport(self) -> AsyncIterator[connect.Streams]:
         opened = connect.open_transport(
             self.spec.expanded(),
             log_path=self.log_path,
-            on_stderr=self._on_stderr,
-            on_problem=self._on_problem,
+            on_stderr=self.listener.on_stderr,
+            on_problem=self.listener.on_problem,
         )
         try:
             async with opened as (streams, process):
@@ -338,59 +258,6 @@ class Backend:
         finally:
             if self.process is not None:  # reaped by now: it has an exit status
                 self.sink.ended(self, self.process)
-
-    # ---- what the backend tells us ------------------------------------------------------
-
-    def _on_stderr(self, line: str) -> None:
-        self.sink.log(self.name, "stderr", line, "stderr")
-
-    def _on_problem(self, text: str) -> None:
-        log.warning("backend %s: %s", self.name, text)
-        self.sink.log(self.name, "warning", text, "emceepee")
-
-    async def _on_elicit(
-        self, context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult | types.ErrorData:
-        return _answered_as(types.ElicitResult, await self.sink.question(self, Kind.ELICITATION, params))
-
-    async def _on_sample(
-        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult | types.ErrorData:
-        return _answered_as(types.CreateMessageResult, await self.sink.question(self, Kind.SAMPLING, params))
-
-    async def _on_roots(self, context: ClientRequestContext) -> types.ListRootsResult:
-        return await self.sink.roots_of(self)
-
-    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        data = params.data if isinstance(params.data, str) else repr(params.data)
-        self.sink.log(self.name, params.level, f"{params.logger}: {data}" if params.logger else data, "mcp")
-
-    async def _on_message(self, message: types.ServerNotification | Exception) -> None:
-        if isinstance(message, Exception):
-            self.sink.log(self.name, "error", str(message), "protocol")
-            if self._handshaking is not None:
-                self._garbled = str(message).removeprefix(
-                    "backend wrote a line to stdout that is not JSON-RPC: "
-                )
-                self._handshaking.cancel()
-            return
-        if isinstance(message, types.LoggingMessageNotification | types.ProgressNotification):
-            return  # logs arrive through _on_log, progress through each call's callback
-        refresh = listing.REFRESHERS.get(type(message))
-        if refresh is not None and self._refreshes is not None and self.session is not None:
-            self._refreshes.ask(refresh)  # a storm of list_changed costs one running and one queued
-        params = (
-            message.params.model_dump(by_alias=True, mode="json", exclude_none=True) if message.params else {}
-        )
-        self.sink.notification(self.name, message.method, params)
-
-    async def _refresh(self, refresh: listing.Refresher, *, session: ClientSession) -> None:
-        try:
-            with anyio.fail_after(LIST_TIMEOUT_S):
-                await refresh(self.offer, session)
-            self.sink.relisted(self, listing.LISTS[refresh])
-        except Exception as exc:  # noqa: BLE001 - a failed refresh keeps the old listing
-            self.sink.log(self.name, "warning", f"refreshing the listing failed: {describe(exc)}", "emceepee")
 
     # ---- requests -------------------------------------------------------------------------
 
@@ -428,91 +295,29 @@ class Backend:
         backend died (with its exit status and stderr tail), answered with an error, sent an answer
         the SDK rejects (a malformed result), the pipe broke, or a bound ran out."""
         if self._died is not None:  # it died since the call was sent its way: that is why it fails
-            raise await self._connection_lost(what, self._died, sent=False)
+            raise await self._cut_off(what, self._died, sent=False)
         session, process = self.require_session(), self.process
         try:
             return await send(session)
         except EmceepeeError:
             raise
-        except Refused as exc:
-            raise self._refused(what, exc) from exc
-        except Answered as exc:  # the backend's error for this request alone, whatever its code
-            if (needs_url := url_questions.required(self.name, what, exc)) is not None:
-                raise needs_url from exc
-            raise answered_with_error(self.name, what, exc.code, exc.message) from exc
-        except MCPError as exc:  # the SDK's own: the connection ended, or a bound it keeps ran out
-            if closed(exc):
-                raise await self._connection_lost(what, process) from exc
-            raise answered_with_error(self.name, what, exc.code, exc.message) from exc
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
-            raise await self._connection_lost(what, process) from exc
-        except TimeoutError as exc:
-            raise BackendError(f"Backend '{self.name}' did not answer {what} in time.") from exc
-        except Exception as exc:  # a malformed answer (pydantic), an output-schema mismatch, …
-            log.debug("backend %s: %s failed", self.name, what, exc_info=True)
-            raise BackendError(
-                f"Backend '{self.name}' sent an answer to {what} that emceepee cannot use: {describe(exc)}",
-                hint="This is a fault in the backend; the call was not retried. Its get_logs may say more.",
-            ) from exc
+        except Exception as exc:
+            if connection_ended(exc):
+                raise await self._cut_off(what, process) from exc
+            raise request_error(self.name, what, exc) from exc
 
-    def _refused(self, what: str, exc: Refused) -> BackendError:
-        return BackendError(
-            f"emceepee refused backend '{self.name}'s answer to {what}: {exc}{exc.detail}",
-            hint=exc.hint,
-        )
-
-    async def _connection_lost(
+    async def _cut_off(
         self, what: str, process: transport.ProcessInfo | None, sent: bool = True
     ) -> BackendError:
-        """Why `what` failed with the connection to `process`: emceepee stopped the backend, or closed
-        the connection, or the process died (said once its exit status and stderr tail are known).
-        `sent`: the request reached the connection before it ended (else the call was on its way)."""
+        """The error of a request whose connection to `process` ended (backends/ending.py)."""
         if process is self.process:  # not a later connection, which may be ready by now
             self._mark_lost()
-        if self._stop.is_set() and self.stopped_for is not None:
-            return BackendError(
-                f"Backend '{self.name}' was {self.stopped_for.said} while {what} was running; "
-                "the call was cut off.",
-                hint=self.stopped_for.hint,
-            )
-        during = f"during {what}" if sent else f"before {what} was sent"
-        if process is not None and process.dropped is not None:
-            return BackendError(
-                f"Backend '{self.name}' lost its connection {during}: {process.dropped}.",
-                hint="It is being restarted; retry the call once list_servers shows it ready.",
-            )
-        if process is None:
-            return BackendError(f"Lost the connection to backend '{self.name}' {during}")
-        with anyio.move_on_after(DEATH_REPORT_WAIT_S):
-            await process.settled.wait()
-        exited = process.returncode is not None and process.stopped_with is None
-        ended = "exited" if exited else "closed the connection"
-        return BackendError(
-            f"Backend '{self.name}' {ended} {during} ({_death_report(process)})",
-            hint="It is being restarted; retry the call once list_servers shows it ready.",
-        )
-
-
-def _death_report(process: transport.ProcessInfo) -> str:
-    """How the process ended, and the last lines of its stderr."""
-    tail = "\n".join(list(process.stderr_tail)[-DEATH_TAIL_LINES:])[-DEATH_TAIL_CHARS:]
-    return process.describe_exit() + (f"; stderr tail:\n{tail}" if tail else "")
+        return await ending.cut_off(self.name, what, process, self.stopped_for, sent=sent)
 
 
 def configured_roots(paths: tuple[str, ...]) -> list[types.Root]:
     """Roots as the config names them (a server's own `roots`, or `[defaults] roots`)."""
     return [types.Root(uri=uri, name=name) for uri, name in root_uris(paths)]  # type: ignore[arg-type]  # a file:// str is the URI pydantic wants
-
-
-def _answered_as(
-    kind: type[R], reply: types.ElicitResult | types.CreateMessageResult | types.ErrorData
-) -> R | types.ErrorData:
-    """The sink's answer, if it is of the kind the backend asked for (else an error for the backend)."""
-    if isinstance(reply, kind | types.ErrorData):
-        return reply
-    return types.ErrorData(
-        code=types.INTERNAL_ERROR, message=f"emceepee answered with a {type(reply).__name__}"
-    )
 
 
 async def first_of(*events: anyio.Event) -> None:

@@ -5,11 +5,13 @@ closed" (-32000) is also the commonest code a backend answers a request with. A 
 error answer arrives as `Answered` (backends/dispatcher.py, calls/raw_step.py) and fails that request
 alone; only a plain `MCPError(CONNECTION_CLOSED)` from the SDK (or the fast lane) means the
 connection ended. `Refused` (`TooLong`, `Unreadable`) is emceepee's own refusal of one answer at the pipe.
+`request_error` says how one request failed, for every way but the connection ending (`connection_ended`).
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 from collections.abc import Iterable
 
@@ -18,6 +20,9 @@ import mcp_types as types
 from mcp import MCPError
 
 from emceepee_cli.errors import BackendError, EmceepeeError
+from emceepee_cli.questions import url_questions
+
+log = logging.getLogger(__name__)
 
 _QUOTED_CODE = re.compile(r"^\s*(MCP error\s*)?-?\d+\s*:\s*")  # "MCP error -32602: …", as SDKs prefix it
 _LISTING = {"tools/call": "list_tools", "resources/read": "list_resources", "prompts/get": "list_prompts"}
@@ -113,3 +118,32 @@ def answered_with_error(server: str, what: str, code: int, message: str) -> Back
     else:
         hint = f"This is the backend's own error; get_logs(server='{server}') may say more."
     return BackendError(f"Backend '{server}' answered {what} with error {code}: {said}", hint=hint)
+
+
+def connection_ended(exc: Exception) -> bool:
+    """A request failed with `exc` because the connection ended: the SDK's own "connection closed",
+    or a broken pipe (never the backend's answer, whatever its code)."""
+    return _closed(exc) or isinstance(
+        exc, anyio.BrokenResourceError | anyio.ClosedResourceError | anyio.EndOfStream
+    )
+
+
+def request_error(server: str, what: str, exc: Exception) -> BackendError:
+    """How `what` failed with `exc`, the connection still up: emceepee refused the answer, the backend
+    answered with an error (or asks for a URL to be opened first), a bound ran out, or the backend
+    sent an answer the SDK rejects."""
+    if isinstance(exc, Refused):
+        return BackendError(
+            f"emceepee refused backend '{server}'s answer to {what}: {exc}{exc.detail}", hint=exc.hint
+        )
+    if isinstance(exc, Answered) and (needs_url := url_questions.required(server, what, exc)) is not None:
+        return needs_url
+    if isinstance(exc, MCPError):  # the backend's error for this request alone, or a bound the SDK keeps
+        return answered_with_error(server, what, exc.code, exc.message)
+    if isinstance(exc, TimeoutError):
+        return BackendError(f"Backend '{server}' did not answer {what} in time.")
+    log.debug("backend %s: %s failed", server, what, exc_info=exc)  # a malformed answer (pydantic), …
+    return BackendError(
+        f"Backend '{server}' sent an answer to {what} that emceepee cannot use: {describe(exc)}",
+        hint="This is a fault in the backend; the call was not retried. Its get_logs may say more.",
+    )

@@ -17,6 +17,7 @@ from mcp import ClientSession, MCPError
 from pydantic import BaseModel
 
 MAX_PAGES = 1000
+LIST_TIMEOUT_S = 30.0  # one whole listing (every page of every kind), or one re-listing
 
 
 @dataclass

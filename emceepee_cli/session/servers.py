@@ -20,7 +20,8 @@ import mcp_types as types
 from emceepee_cli import config as config_mod
 from emceepee_cli import patterns
 from emceepee_cli.backends import transport
-from emceepee_cli.backends.backend import Backend, BackendSink, Status, StopReason
+from emceepee_cli.backends.backend import Backend, BackendSink, Status
+from emceepee_cli.backends.ending import StopReason
 from emceepee_cli.backends.listing import dump, tool_json
 from emceepee_cli.backends.notifications import Heard
 from emceepee_cli.backends.start_limit import StartSlots
@@ -37,7 +38,7 @@ READY_WAIT_S = 10.0  # a request (not a tool call) to a backend that is still st
 LISTING_WAIT_S = 2.0  # list_tools(server=…) of a backend still starting: a short wait, then its status
 STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
 
-# What a call cut off by a backend's stop is told (backends/backend.py).
+# What a call cut off by a backend's stop is told (backends/ending.py).
 REMOVED = StopReason("removed (remove_server)", "It is no longer configured; add it again to call it.")
 UNCONFIGURED = StopReason(
     "stopped because its table was removed from the config file",
