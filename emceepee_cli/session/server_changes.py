@@ -35,11 +35,10 @@ from emceepee_cli.calls.call import Relay
 from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.config.load import RESERVED_NAME
 from emceepee_cli.errors import EmceepeeError, UsageError
-from emceepee_cli.events import Events
 from emceepee_cli.hosts.importing import looks_secret
 from emceepee_cli.questions.questions import Questions
-from emceepee_cli.runtime import Runtime
 from emceepee_cli.session.servers import Servers
+from emceepee_cli.shared import Shared
 from emceepee_cli.store.records import Kind, PendingRow
 
 OWN = RESERVED_NAME  # the `server` of emceepee's own questions: no backend may be named so
@@ -70,14 +69,12 @@ class Change:
 
 
 class ServerChanges:
-    def __init__(
-        self, servers: Servers, questions: Questions, events: Events, runtime: Runtime, defaults: Defaults
-    ) -> None:
+    def __init__(self, servers: Servers, questions: Questions, shared: Shared) -> None:
         self.servers = servers
         self.questions = questions
-        self.events = events
-        self.runtime = runtime
-        self.defaults = defaults
+        self.events = shared.events
+        self.runtime = shared.runtime
+        self.defaults = shared.defaults
         self.awaiting: dict[str, str] = {}  # server name -> request id of its change awaiting approval
         self._settling: set[anyio.CancelScope] = set()  # the background waits for approvals
 

@@ -1,11 +1,12 @@
 """The one place `serve`'s parts are built and joined.
 
-Each part gets only the narrow things it uses, at construction: dependencies run one way
-(servers → tasks → questions → events, all on the runtime and the journal), and the few calls
-that go back up are listeners and lookups given here — questions announce a waiting question to
-the tasks, look a server's forwarding policy up in the registry of backends, and log to what
-the servers heard; tasks look a backend up by name. The meta-tools get `Services` and call one
-method of a part.
+What every part stands on — the journal, the events, the runtime, `[defaults]` and the instance
+id — is one `Shared` (emceepee_cli/shared.py), built here once; beside it each part gets only the
+narrow things it uses, at construction. Dependencies run one way (servers → tasks → questions →
+events, all on `Shared`), and the few calls that go back up are listeners and lookups given here
+— questions announce a waiting question to the tasks, look a server's forwarding policy up in
+the registry of backends, and log to what the backends said; tasks look a backend up by name.
+The meta-tools get `Services` and call one method of a part.
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ from emceepee_cli.questions.host_link import HostLink
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.session import activity
-from emceepee_cli.session.backend_sink import Hearing
+from emceepee_cli.session.backend_sink import Hearing, HostViews
 from emceepee_cli.session.direct import Direct
 from emceepee_cli.session.native_lists import Native
 from emceepee_cli.session.roots import Roots
 from emceepee_cli.session.server_changes import ServerChanges
 from emceepee_cli.session.servers import Servers
 from emceepee_cli.session.watcher import Watcher
+from emceepee_cli.shared import Shared
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.records import Event
 
@@ -91,22 +93,38 @@ def _not_taken_over(exc: Exception) -> None:
 
 @dataclass(frozen=True)
 class Services:
+    shared: Shared  # the journal, events, runtime, [defaults], instance id (also by name, below)
     servers: Servers
     changes: ServerChanges  # the model's add_server / remove_server, through the approval gate
     tasks: Tasks
     questions: Questions
-    events: Events
     heard: Heard
     host: HostLink
     native: Native
     direct: Direct
     roots: Roots
-    runtime: Runtime
     watcher: Watcher
-    journal: AsyncJournal
-    defaults: Defaults
-    instance_id: str
     descendants: Descendants
+
+    @property
+    def journal(self) -> AsyncJournal:
+        return self.shared.journal
+
+    @property
+    def events(self) -> Events:
+        return self.shared.events
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.shared.runtime
+
+    @property
+    def defaults(self) -> Defaults:
+        return self.shared.defaults
+
+    @property
+    def instance_id(self) -> str:
+        return self.shared.instance_id
 
     def __repr__(self) -> str:
         return f"<Services {self.instance_id} {self.servers!r} {self.tasks!r} {self.events!r}>"
@@ -153,58 +171,33 @@ def build(
         backend = backends.get(server)
         return forwarding_policy(backend.spec if backend else None, defaults, kind)
 
-    questions = Questions(
-        journal, events, runtime, defaults, instance_id, policy=policy, host=host, log=heard.log
-    )
+    shared = Shared(journal, events, runtime, defaults, instance_id)
+    questions = Questions(shared, policy=policy, host=host, log=heard.log)
     roots = Roots(defaults, host, runtime, lambda: list(backends.values()))
     tasks = Tasks(
-        journal,
-        events,
-        questions,
-        runtime,
-        defaults,
-        instance_id,
-        backends=backends.get,
-        install_key=_install_key(),
-        roots=roots.for_backend,
+        shared, questions, backends=backends.get, install_key=_install_key(), roots=roots.for_backend
     )
     questions.on_waiting(tasks.question_arrived)
     native = Native(backends, host, runtime)
     direct = Direct(backends, defaults, host, runtime)
     descendants = Descendants(journal, runtime, instance_id)
-    hearing = Hearing(
-        journal,
-        events,
-        heard,
-        questions,
-        tasks,
-        runtime,
-        instance_id,
-        native=native,
-        roots=roots,
-        direct=direct,
-        descendants=descendants,
-    )
+    views = HostViews(native=native, direct=direct, roots=roots)
+    hearing = Hearing(shared, heard, questions, tasks, views=views, descendants=descendants)
     servers = Servers(
         config, heard, tasks, runtime, hearing=hearing, backends=backends, direct=direct, log_dir=log_dir
     )
-    watcher = Watcher(journal, runtime, tasks, questions, instance_id, defaults.retention_s)
     return Services(
+        shared=shared,
         servers=servers,
-        changes=ServerChanges(servers, questions, events, runtime, defaults),
+        changes=ServerChanges(servers, questions, shared),
         tasks=tasks,
         questions=questions,
-        events=events,
         heard=heard,
         host=host,
         native=native,
         direct=direct,
         roots=roots,
-        runtime=runtime,
-        watcher=watcher,
-        journal=journal,
-        defaults=defaults,
-        instance_id=instance_id,
+        watcher=Watcher(shared, tasks, questions),
         descendants=descendants,
     )
 
