@@ -6,7 +6,8 @@ narrow things it uses, at construction. Dependencies run one way (servers → ta
 events, all on `Shared`), and the few calls that go back up are listeners and lookups given here
 — questions announce a waiting question to the tasks, look a server's forwarding policy up in
 the registry of backends, and log to what the backends said; tasks look a backend up by name.
-The meta-tools get `Services` and call one method of a part.
+The meta-tools get `Services` and call one method of a part: `servers` for what the backends
+offer, `registry` for which backends run.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from emceepee_cli.session import activity
 from emceepee_cli.session.backend_sink import Hearing, HostViews
 from emceepee_cli.session.direct import Direct
 from emceepee_cli.session.native_lists import Native
+from emceepee_cli.session.registry import Registry
 from emceepee_cli.session.roots import Roots
 from emceepee_cli.session.server_changes import ServerChanges
 from emceepee_cli.session.servers import Servers
@@ -94,7 +96,8 @@ def _not_taken_over(exc: Exception) -> None:
 @dataclass(frozen=True)
 class Services:
     shared: Shared  # the journal, events, runtime, [defaults], instance id (also by name, below)
-    servers: Servers
+    registry: Registry  # which backends run: start, stop, reload, look one up
+    servers: Servers  # the meta-tools about them: list_servers, list_tools, execute_tool…
     changes: ServerChanges  # the model's add_server / remove_server, through the approval gate
     tasks: Tasks
     questions: Questions
@@ -127,12 +130,12 @@ class Services:
         return self.shared.instance_id
 
     def __repr__(self) -> str:
-        return f"<Services {self.instance_id} {self.servers!r} {self.tasks!r} {self.events!r}>"
+        return f"<Services {self.instance_id} {self.registry!r} {self.tasks!r} {self.events!r}>"
 
     async def start(self, inherited: Inherited) -> None:
         """Start every configured backend, the watcher and the leftover reaper (never waiting for
         any); then take up what dead instances left: their events, their suspended calls."""
-        self.servers.start_all()
+        self.registry.start_all()
         self.runtime.spawn(self.watcher.run, name="journal watcher")
         self.runtime.spawn(self.descendants.run, name="descendants watcher")
         self.runtime.spawn(leftovers.reap_async, self.journal, name="leftover reaper")
@@ -145,7 +148,7 @@ class Services:
         self.descendants.stop()
         self.changes.stop()
         self.tasks.stop_all(why)
-        self.servers.stop_all()
+        self.registry.stop_all()
 
     async def await_activity(self, timeout_ms: int, since_event_id: str | None = None) -> dict[str, Any]:
         return await activity.await_activity(
@@ -183,13 +186,12 @@ def build(
     descendants = Descendants(journal, runtime, instance_id)
     views = HostViews(native=native, direct=direct, roots=roots)
     hearing = Hearing(shared, heard, questions, tasks, views=views, descendants=descendants)
-    servers = Servers(
-        config, heard, tasks, runtime, hearing=hearing, backends=backends, direct=direct, log_dir=log_dir
-    )
+    registry = Registry(config, runtime, sink=hearing, backends=backends, direct=direct, log_dir=log_dir)
     return Services(
         shared=shared,
-        servers=servers,
-        changes=ServerChanges(servers, questions, shared),
+        registry=registry,
+        servers=Servers(registry, heard, tasks, direct=direct),
+        changes=ServerChanges(registry, questions, shared),
         tasks=tasks,
         questions=questions,
         heard=heard,
