@@ -16,9 +16,7 @@ from emceepee_cli.calls import spool
 from emceepee_cli.calls.call import Call, CallState, Passed, as_model, final_row, task_row
 from emceepee_cli.calls.end import KeptRaw, Returned, ReturnedRaw
 from emceepee_cli.errors import EmceepeeError, NotFound
-from emceepee_cli.events import Events
-from emceepee_cli.runtime import Runtime
-from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.shared import Shared
 from emceepee_cli.store.tables.tasks import TASKS_LISTED
 
 PROGRESS_WRITE_S = 1.0  # journal a task's progress at most this often
@@ -28,11 +26,11 @@ JOURNAL_WAIT_S = 10.0  # a journal write waits at most its busy timeout (5 s); t
 
 
 class Recorder:
-    def __init__(self, journal: AsyncJournal, events: Events, runtime: Runtime, instance_id: str) -> None:
-        self.journal = journal
-        self.events = events
-        self.runtime = runtime
-        self.instance_id = instance_id
+    def __init__(self, shared: Shared) -> None:
+        self.journal = shared.journal
+        self.events = shared.events
+        self.runtime = shared.runtime
+        self.instance_id = shared.instance_id
         self.unjournaled: dict[str, Call] = {}  # ended calls whose end the journal could not take
 
     def __repr__(self) -> str:

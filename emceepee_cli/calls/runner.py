@@ -28,12 +28,11 @@ from emceepee_cli.calls.end import CallEnd, Failed, Returned, ReturnedRaw, Stopp
 from emceepee_cli.calls.input_rounds import Round, Rounds
 from emceepee_cli.calls.recorder import JOURNAL_WAIT_S, Recorder
 from emceepee_cli.calls.steps import Stepper
-from emceepee_cli.config import Defaults, ServerSpec
+from emceepee_cli.config import ServerSpec
 from emceepee_cli.errors import BackendError, EmceepeeError
 from emceepee_cli.questions import url_questions
 from emceepee_cli.questions.questions import Questions
-from emceepee_cli.runtime import Runtime
-from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.shared import Shared
 from emceepee_cli.store.records import TaskRow, TaskStatus
 from emceepee_cli.store.unreadable import UnreadableRow, json_column, skipped, text
 
@@ -79,24 +78,23 @@ class InFlight:
 class Driver:
     def __init__(
         self,
-        journal: AsyncJournal,
+        shared: Shared,
         questions: Questions,
-        runtime: Runtime,
         recorder: Recorder,
-        defaults: Defaults,
         *,
         backends: Callable[[str], Backend | None],
         roots: Callable[[ServerSpec], Awaitable[types.ListRootsResult]] | None = None,
     ) -> None:
-        self.journal = journal
+        self.shared = shared
+        self.journal = shared.journal
+        self.runtime = shared.runtime
+        self.defaults = shared.defaults
         self.questions = questions
-        self.runtime = runtime
         self.recorder = recorder
-        self.defaults = defaults
         self.calls = InFlight()
         self.backends = backends
         self._roots = roots
-        self.rounds = Rounds(journal, questions, runtime, self._roots_of)
+        self.rounds = Rounds(self.journal, questions, self.runtime, self._roots_of)
         self.stopping: str | None = None  # why emceepee is stopping, once it is
 
     def __repr__(self) -> str:
@@ -269,12 +267,10 @@ class Driver:
         stepper = Stepper(
             call,
             backend,
-            journal=self.journal,
+            self.shared,
             questions=self.questions,
             rounds=self.rounds,
             recorder=self.recorder,
-            runtime=self.runtime,
-            ready_wait_s=self.defaults.max_wait_ms / 1000,
             resume_round=resume_round,
         )
         chain = Chain(call.call_id, call.server, backend, self.defaults, follow, stepper)

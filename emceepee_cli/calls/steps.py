@@ -23,8 +23,7 @@ from emceepee_cli.calls.chain import Step
 from emceepee_cli.calls.input_rounds import Reply, Round, Rounds, until_result
 from emceepee_cli.calls.recorder import Recorder
 from emceepee_cli.questions.questions import Questions
-from emceepee_cli.runtime import Runtime
-from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.shared import Shared
 from emceepee_cli.store.records import Kind, PendingRow, StepRow
 
 SHOWN_ARGS_CHARS = 500
@@ -36,23 +35,21 @@ class Stepper:
         self,
         call: Call,
         backend: Backend,
+        shared: Shared,
         *,
-        journal: AsyncJournal,
         questions: Questions,
         rounds: Rounds,
         recorder: Recorder,
-        runtime: Runtime,
-        ready_wait_s: float,
         resume_round: Round | None = None,
     ) -> None:
         self.call = call
         self.backend = backend
-        self.journal = journal
+        self.journal = shared.journal
+        self.runtime = shared.runtime
+        self.ready_wait_s = shared.defaults.max_wait_ms / 1000  # a resumed round's backend, still starting
         self.questions = questions
         self.rounds = rounds
         self.recorder = recorder
-        self.runtime = runtime
-        self.ready_wait_s = ready_wait_s
         self.resume_round = resume_round
         self.steps: list[Step] = []
 

@@ -47,15 +47,13 @@ from emceepee_cli.calls.chain import Step
 from emceepee_cli.calls.end import Failed, KeptRaw, Returned, ReturnedRaw, Stopped
 from emceepee_cli.calls.recorder import JOURNAL_WAIT_S, Recorder
 from emceepee_cli.calls.runner import Check, Driver, InFlight
-from emceepee_cli.config import Defaults, ServerSpec
+from emceepee_cli.config import ServerSpec
 from emceepee_cli.errors import NotFound, UsageError
-from emceepee_cli.events import Events
 from emceepee_cli.questions import sagas
 from emceepee_cli.questions.answers import already_answered
 from emceepee_cli.questions.newest import merged, newest
 from emceepee_cli.questions.questions import Questions
-from emceepee_cli.runtime import Runtime
-from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.shared import Shared
 from emceepee_cli.store.pages import TaskFilter, clamp_limit
 from emceepee_cli.store.records import StepRow, TaskJson, TaskRow, TaskStatus, task_json
 from emceepee_cli.store.tables.tasks import TASKS_LISTED
@@ -70,28 +68,22 @@ log = logging.getLogger(__name__)
 class Tasks:
     def __init__(
         self,
-        journal: AsyncJournal,
-        events: Events,
+        shared: Shared,
         questions: Questions,
-        runtime: Runtime,
-        defaults: Defaults,
-        instance_id: str,
         *,
         backends: Callable[[str], Backend | None],
         install_key: bytes,
         roots: Callable[[ServerSpec], Awaitable[types.ListRootsResult]] | None = None,
     ) -> None:
-        self.journal = journal
-        self.events = events
+        self.journal = shared.journal
+        self.events = shared.events
+        self.runtime = shared.runtime
+        self.defaults = shared.defaults
+        self.instance_id = shared.instance_id
         self.questions = questions
-        self.runtime = runtime
-        self.defaults = defaults
-        self.instance_id = instance_id
         self.install_key = install_key
-        self.recorder = Recorder(journal, events, runtime, instance_id)
-        self.driver = Driver(
-            journal, questions, runtime, self.recorder, defaults, backends=backends, roots=roots
-        )
+        self.recorder = Recorder(shared)
+        self.driver = Driver(shared, questions, self.recorder, backends=backends, roots=roots)
 
     def __repr__(self) -> str:
         return f"<Tasks in_flight={len(self.calls)}>"

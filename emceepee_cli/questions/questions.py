@@ -24,16 +24,14 @@ from typing import Any, Protocol
 import anyio
 
 from emceepee_cli.clock import now_iso
-from emceepee_cli.config import Defaults, Policy
+from emceepee_cli.config import Policy
 from emceepee_cli.errors import BackendError, EmceepeeError
-from emceepee_cli.events import Events
 from emceepee_cli.ids import new_id
 from emceepee_cli.questions.answers import answer_question
 from emceepee_cli.questions.host_link import HostLink
 from emceepee_cli.questions.newest import newest
 from emceepee_cli.questions.reminders import reminder
-from emceepee_cli.runtime import Runtime
-from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.shared import Shared
 from emceepee_cli.store.records import Kind, PendingRow, QuestionJson, params_of, question_json
 from emceepee_cli.store.unreadable import readable
 
@@ -74,23 +72,12 @@ class Question:
 
 
 class Questions:
-    def __init__(
-        self,
-        journal: AsyncJournal,
-        events: Events,
-        runtime: Runtime,
-        defaults: Defaults,
-        instance_id: str,
-        *,
-        policy: PolicyFn,
-        host: HostLink,
-        log: LogSink,
-    ) -> None:
-        self.journal = journal
-        self.events = events
-        self.runtime = runtime
-        self.defaults = defaults
-        self.instance_id = instance_id
+    def __init__(self, shared: Shared, *, policy: PolicyFn, host: HostLink, log: LogSink) -> None:
+        self.journal = shared.journal
+        self.events = shared.events
+        self.runtime = shared.runtime
+        self.defaults = shared.defaults
+        self.instance_id = shared.instance_id
         self.policy = policy
         self.host = host
         self.log = log

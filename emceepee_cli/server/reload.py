@@ -10,10 +10,11 @@ EMPTYING_S. A file written back meanwhile is applied as usual, and a server whos
 not change never notices. SIGHUP is a person asking now: the file is applied as soon as it is
 still and parses, a file that names no server included, and a hold ends.
 
-Only the servers whose tables changed start, stop or restart (`Servers.reconfigure`); the host
-keeps its session. Each reload is logged on stderr; one that changed something (or was asked for
-with SIGHUP, or ends a hold) becomes a `config_reloaded` event, and one that failed a
-`config_reload_failed` event, so the host hears of it in its next reply.
+Only the servers whose tables changed start, stop or restart (`Registry.reconfigure` in
+session/registry.py); the host keeps its session. Each reload is logged on stderr; one that
+changed something (or was asked for with SIGHUP, or ends a hold) becomes a `config_reloaded`
+event, and one that failed a `config_reload_failed` event, so the host hears of it in its next
+reply.
 
 Idle, following costs one stat() a second; the file is looked at more often only while it changes.
 """
@@ -85,7 +86,7 @@ class _Follower:
         config = await _read(self.services, self.path, asked or CHANGED)
         if config is None:
             return
-        plan = self.services.servers.plan(config)
+        plan = self.services.registry.plan(config)
         if asked is None and emptying(plan, config):
             self.hold(config, plan)
             return
@@ -141,7 +142,7 @@ async def _read(services: Services, path: Path, why: str) -> Config | None:
 
 async def _apply(services: Services, config: Config, why: str, say: bool) -> dict[str, Any]:
     """Apply what changed; what was done (as the event says it). `say`: an event even if nothing did."""
-    plan = await services.servers.reconfigure(config)
+    plan = await services.registry.reconfigure(config)
     data = {"reason": why, **plan.summary()}
     for name, why_kept in plan.kept.items():
         log.warning("config reload: server %s keeps running as it was: %s", name, why_kept)

@@ -13,6 +13,7 @@ event, and tells the host's tool list and native lists.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -24,47 +25,52 @@ from emceepee_cli.backends.descendants import Descendants
 from emceepee_cli.backends.notifications import Heard, kept_params
 from emceepee_cli.calls.tasks import Tasks
 from emceepee_cli.errors import EmceepeeError
-from emceepee_cli.events import Events
 from emceepee_cli.questions import url_questions
 from emceepee_cli.questions.answers import backend_reply
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.redact import redact, redact_data
-from emceepee_cli.runtime import Runtime
 from emceepee_cli.session.direct import Direct
 from emceepee_cli.session.native_lists import Native
 from emceepee_cli.session.roots import Roots
-from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.shared import Shared
 from emceepee_cli.store.records import PendingRow
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class HostViews:
+    """This host session's own views of the backends, apart from what `Shared` holds: its own
+    lists, told what backends say (session/native_lists.py); the backend tools on its tools/list,
+    told when they change (session/direct.py); and its roots, which a backend asks for
+    (session/roots.py). None where there is none (a test without a host)."""
+
+    native: Native | None = None
+    direct: Direct | None = None
+    roots: Roots | None = None
+
+
 class Hearing:
     def __init__(
         self,
-        journal: AsyncJournal,
-        events: Events,
+        shared: Shared,
         heard: Heard,
         questions: Questions,
         tasks: Tasks,
-        runtime: Runtime,
-        instance_id: str,
         *,
-        native: Native | None = None,
-        roots: Roots | None = None,
-        direct: Direct | None = None,
+        views: HostViews,
         descendants: Descendants | None = None,
     ) -> None:
-        self.journal = journal
-        self.events = events
+        self.journal = shared.journal
+        self.events = shared.events
+        self.runtime = shared.runtime
+        self.instance_id = shared.instance_id
         self.heard = heard
         self.questions = questions
         self.tasks = tasks
-        self.runtime = runtime
-        self.instance_id = instance_id
-        self.native = native  # the host's own lists, told what backends say
-        self.roots = roots
-        self.direct = direct  # backend tools on the host's own tools/list
+        self.native = views.native  # the host's own lists, told what backends say
+        self.roots = views.roots
+        self.direct = views.direct  # backend tools on the host's own tools/list
         self.descendants = descendants  # what the backends start, watched (backends/descendants.py)
 
     def __repr__(self) -> str:

@@ -35,11 +35,11 @@ from emceepee_cli.calls.call import Relay
 from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.config.load import RESERVED_NAME
 from emceepee_cli.errors import EmceepeeError, UsageError
-from emceepee_cli.events import Events
 from emceepee_cli.hosts.importing import looks_secret
 from emceepee_cli.questions.questions import Questions
-from emceepee_cli.runtime import Runtime
-from emceepee_cli.session.servers import Servers
+from emceepee_cli.session.registry import Registry
+from emceepee_cli.session.servers import server_row
+from emceepee_cli.shared import Shared
 from emceepee_cli.store.records import Kind, PendingRow
 
 OWN = RESERVED_NAME  # the `server` of emceepee's own questions: no backend may be named so
@@ -70,14 +70,12 @@ class Change:
 
 
 class ServerChanges:
-    def __init__(
-        self, servers: Servers, questions: Questions, events: Events, runtime: Runtime, defaults: Defaults
-    ) -> None:
-        self.servers = servers
+    def __init__(self, registry: Registry, questions: Questions, shared: Shared) -> None:
+        self.registry = registry  # where the change is made (session/registry.py)
         self.questions = questions
-        self.events = events
-        self.runtime = runtime
-        self.defaults = defaults
+        self.events = shared.events
+        self.runtime = shared.runtime
+        self.defaults = shared.defaults
         self.awaiting: dict[str, str] = {}  # server name -> request id of its change awaiting approval
         self._settling: set[anyio.CancelScope] = set()  # the background waits for approvals
 
@@ -89,7 +87,7 @@ class ServerChanges:
     ) -> dict[str, Any]:
         self._refuse_if_denied("add_server", spec.name, f"emceepee servers add {spec.name} -- <command>")
         self._refuse_if_awaiting(spec.name)
-        self.servers.check_new(spec)  # before anyone is asked: a change that cannot be made is not
+        self.registry.check_new(spec)  # before anyone is asked: a change that cannot be made is not
         saved = (
             " and be saved to emceepee's config (so it starts whenever emceepee does)"
             if persist
@@ -102,7 +100,8 @@ class ServerChanges:
         shown = {**described(spec), "persist": persist}
 
         async def make() -> dict[str, Any]:
-            return await self.servers.add_server(spec, persist)
+            backend = await self.registry.add(spec, persist)
+            return {**server_row(backend), "persisted": persist}
 
         return await self._gated(Change("add_server", spec.name, make), message, shown, timeout_ms, relay)
 
@@ -111,14 +110,16 @@ class ServerChanges:
     ) -> dict[str, Any]:
         self._refuse_if_denied("remove_server", name, f"emceepee servers remove {name}")
         self._refuse_if_awaiting(name)
-        spec = self.servers.backend(name).spec
+        spec = self.registry.backend(name).spec
         message = (
             f"The model asks to remove server '{name}' (it {runs(spec, 'runs')}): it would be stopped and "
             "removed from emceepee's config. Accept to remove it, decline to keep it."
         )
 
         async def make() -> dict[str, Any]:
-            return await self.servers.remove_server(name)
+            backend, removed_from_config = await self.registry.remove(name)
+            status = backend.status.value
+            return {"removed": name, "status": status, "removed_from_config": removed_from_config}
 
         change = Change("remove_server", name, make)
         return await self._gated(change, message, described(spec), timeout_ms, relay)

@@ -22,8 +22,7 @@ import anyio
 from emceepee_cli.calls.tasks import Tasks
 from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.questions.questions import Questions
-from emceepee_cli.runtime import Runtime
-from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.shared import Shared
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.tables.instances import heartbeat_s
 
@@ -46,21 +45,13 @@ class _Clock:
 
 
 class Watcher:
-    def __init__(
-        self,
-        journal: AsyncJournal,
-        runtime: Runtime,
-        tasks: Tasks,
-        questions: Questions,
-        instance_id: str,
-        retention_s: float,
-    ) -> None:
-        self.journal = journal
-        self.runtime = runtime
+    def __init__(self, shared: Shared, tasks: Tasks, questions: Questions) -> None:
+        self.journal = shared.journal
+        self.runtime = shared.runtime
+        self.instance_id = shared.instance_id
+        self.retention_s = shared.defaults.retention_s
         self.tasks = tasks
         self.questions = questions
-        self.instance_id = instance_id
-        self.retention_s = retention_s
         self._scope = anyio.CancelScope()
         self._purging = False
         self._purge_scope = anyio.CancelScope()

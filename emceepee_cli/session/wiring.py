@@ -1,11 +1,13 @@
 """The one place `serve`'s parts are built and joined.
 
-Each part gets only the narrow things it uses, at construction: dependencies run one way
-(servers → tasks → questions → events, all on the runtime and the journal), and the few calls
-that go back up are listeners and lookups given here — questions announce a waiting question to
-the tasks, look a server's forwarding policy up in the registry of backends, and log to what
-the servers heard; tasks look a backend up by name. The meta-tools get `Services` and call one
-method of a part.
+What every part stands on — the journal, the events, the runtime, `[defaults]` and the instance
+id — is one `Shared` (emceepee_cli/shared.py), built here once; beside it each part gets only the
+narrow things it uses, at construction. Dependencies run one way (servers → tasks → questions →
+events, all on `Shared`), and the few calls that go back up are listeners and lookups given here
+— questions announce a waiting question to the tasks, look a server's forwarding policy up in
+the registry of backends, and log to what the backends said; tasks look a backend up by name.
+The meta-tools get `Services` and call one method of a part: `servers` for what the backends
+offer, `registry` for which backends run.
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ from emceepee_cli.questions.host_link import HostLink
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.session import activity
-from emceepee_cli.session.backend_sink import Hearing
+from emceepee_cli.session.backend_sink import Hearing, HostViews
 from emceepee_cli.session.direct import Direct
 from emceepee_cli.session.native_lists import Native
+from emceepee_cli.session.registry import Registry
 from emceepee_cli.session.roots import Roots
 from emceepee_cli.session.server_changes import ServerChanges
 from emceepee_cli.session.servers import Servers
 from emceepee_cli.session.watcher import Watcher
+from emceepee_cli.shared import Shared
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.records import Event
 
@@ -91,30 +95,47 @@ def _not_taken_over(exc: Exception) -> None:
 
 @dataclass(frozen=True)
 class Services:
-    servers: Servers
+    shared: Shared  # the journal, events, runtime, [defaults], instance id (also by name, below)
+    registry: Registry  # which backends run: start, stop, reload, look one up
+    servers: Servers  # the meta-tools about them: list_servers, list_tools, execute_tool…
     changes: ServerChanges  # the model's add_server / remove_server, through the approval gate
     tasks: Tasks
     questions: Questions
-    events: Events
     heard: Heard
     host: HostLink
     native: Native
     direct: Direct
     roots: Roots
-    runtime: Runtime
     watcher: Watcher
-    journal: AsyncJournal
-    defaults: Defaults
-    instance_id: str
     descendants: Descendants
 
+    @property
+    def journal(self) -> AsyncJournal:
+        return self.shared.journal
+
+    @property
+    def events(self) -> Events:
+        return self.shared.events
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.shared.runtime
+
+    @property
+    def defaults(self) -> Defaults:
+        return self.shared.defaults
+
+    @property
+    def instance_id(self) -> str:
+        return self.shared.instance_id
+
     def __repr__(self) -> str:
-        return f"<Services {self.instance_id} {self.servers!r} {self.tasks!r} {self.events!r}>"
+        return f"<Services {self.instance_id} {self.registry!r} {self.tasks!r} {self.events!r}>"
 
     async def start(self, inherited: Inherited) -> None:
         """Start every configured backend, the watcher and the leftover reaper (never waiting for
         any); then take up what dead instances left: their events, their suspended calls."""
-        self.servers.start_all()
+        self.registry.start_all()
         self.runtime.spawn(self.watcher.run, name="journal watcher")
         self.runtime.spawn(self.descendants.run, name="descendants watcher")
         self.runtime.spawn(leftovers.reap_async, self.journal, name="leftover reaper")
@@ -127,7 +148,7 @@ class Services:
         self.descendants.stop()
         self.changes.stop()
         self.tasks.stop_all(why)
-        self.servers.stop_all()
+        self.registry.stop_all()
 
     async def await_activity(self, timeout_ms: int, since_event_id: str | None = None) -> dict[str, Any]:
         return await activity.await_activity(
@@ -153,58 +174,32 @@ def build(
         backend = backends.get(server)
         return forwarding_policy(backend.spec if backend else None, defaults, kind)
 
-    questions = Questions(
-        journal, events, runtime, defaults, instance_id, policy=policy, host=host, log=heard.log
-    )
+    shared = Shared(journal, events, runtime, defaults, instance_id)
+    questions = Questions(shared, policy=policy, host=host, log=heard.log)
     roots = Roots(defaults, host, runtime, lambda: list(backends.values()))
     tasks = Tasks(
-        journal,
-        events,
-        questions,
-        runtime,
-        defaults,
-        instance_id,
-        backends=backends.get,
-        install_key=_install_key(),
-        roots=roots.for_backend,
+        shared, questions, backends=backends.get, install_key=_install_key(), roots=roots.for_backend
     )
     questions.on_waiting(tasks.question_arrived)
     native = Native(backends, host, runtime)
     direct = Direct(backends, defaults, host, runtime)
     descendants = Descendants(journal, runtime, instance_id)
-    hearing = Hearing(
-        journal,
-        events,
-        heard,
-        questions,
-        tasks,
-        runtime,
-        instance_id,
-        native=native,
-        roots=roots,
-        direct=direct,
-        descendants=descendants,
-    )
-    servers = Servers(
-        config, heard, tasks, runtime, hearing=hearing, backends=backends, direct=direct, log_dir=log_dir
-    )
-    watcher = Watcher(journal, runtime, tasks, questions, instance_id, defaults.retention_s)
+    views = HostViews(native=native, direct=direct, roots=roots)
+    hearing = Hearing(shared, heard, questions, tasks, views=views, descendants=descendants)
+    registry = Registry(config, runtime, sink=hearing, backends=backends, direct=direct, log_dir=log_dir)
     return Services(
-        servers=servers,
-        changes=ServerChanges(servers, questions, events, runtime, defaults),
+        shared=shared,
+        registry=registry,
+        servers=Servers(registry, heard, tasks, direct=direct),
+        changes=ServerChanges(registry, questions, shared),
         tasks=tasks,
         questions=questions,
-        events=events,
         heard=heard,
         host=host,
         native=native,
         direct=direct,
         roots=roots,
-        runtime=runtime,
-        watcher=watcher,
-        journal=journal,
-        defaults=defaults,
-        instance_id=instance_id,
+        watcher=Watcher(shared, tasks, questions),
         descendants=descendants,
     )
 

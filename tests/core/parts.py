@@ -19,6 +19,7 @@ from emceepee_cli.events import Events
 from emceepee_cli.questions.host_link import HostLink
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.runtime import Runtime
+from emceepee_cli.shared import Shared
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
 from tests.support import EXAMPLES, HOSTILE
@@ -32,6 +33,7 @@ class Parts:
     aio: AsyncJournal
     runtime: Runtime
     events: Events
+    shared: Shared  # what every part of a serve stands on: the journal, events, runtime, defaults, id
     questions: Questions
     logged: list[tuple[str, str, str]] = field(default_factory=list)  # (server, level, message)
     waiting: list[tuple[str, str | None]] = field(default_factory=list)  # questions announced
@@ -55,18 +57,10 @@ async def parts(
         def log(server: str, level: str, message: str, source: str) -> None:
             logged.append((server, level, message))
 
-        questions = Questions(
-            aio,
-            events,
-            runtime,
-            defaults or Defaults(),
-            INSTANCE,
-            policy=lambda server, kind: policy,
-            host=HostLink(),
-            log=log,
-        )
+        shared = Shared(aio, events, runtime, defaults or Defaults(), INSTANCE)
+        questions = Questions(shared, policy=lambda server, kind: policy, host=HostLink(), log=log)
         questions.on_waiting(lambda server, task_id: waiting.append((server, task_id)))
-        built = Parts(Journal(path), aio, runtime, events, questions, logged, waiting)
+        built = Parts(Journal(path), aio, runtime, events, shared, questions, logged, waiting)
         try:
             yield built
         finally:

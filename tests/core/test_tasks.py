@@ -22,7 +22,7 @@ from emceepee_cli.calls.call import CallAnswer, ProxyTask, TaskAnswer, TaskEnded
 from emceepee_cli.calls.tasks import Tasks
 from emceepee_cli.config import Defaults
 from emceepee_cli.errors import UsageError
-from tests.core.parts import INSTANCE, Parts, example, hostile, parts, started
+from tests.core.parts import Parts, example, hostile, parts, started
 from tests.support import Gate, status_of
 
 pytestmark = pytest.mark.anyio
@@ -45,16 +45,7 @@ async def tasks(
             example("modern", "modern.py", protocol="modern"),
             hostile("h"),
         )
-        built = Tasks(
-            p.aio,
-            p.events,
-            p.questions,
-            p.runtime,
-            defaults,
-            INSTANCE,
-            backends=backends.get,
-            install_key=seal.install_key(tmp_path),
-        )
+        built = Tasks(p.shared, p.questions, backends=backends.get, install_key=seal.install_key(tmp_path))
         p.questions.on_waiting(built.question_arrived)
         try:
             yield built, p, backends, record

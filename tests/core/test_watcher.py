@@ -7,6 +7,7 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -22,7 +23,7 @@ from emceepee_cli.config import Defaults
 from emceepee_cli.session.watcher import IDLE_INTERVAL_S, Watcher, _Clock
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.retention import PURGE_BATCH
-from tests.core.parts import INSTANCE, Parts, parts
+from tests.core.parts import Parts, parts
 from tests.store.test_retention import DAY_S, old_rows
 
 pytestmark = pytest.mark.anyio
@@ -38,17 +39,14 @@ def left(journal: Journal) -> int:
 
 def purging_watcher(p: Parts, tmp_path: Path) -> Watcher:
     """A watcher over the parts' journal, keeping rows for a day."""
+    shared = replace(p.shared, defaults=Defaults(retention_s=DAY_S))
     tasks = Tasks(
-        p.aio,
-        p.events,
+        shared,
         p.questions,
-        p.runtime,
-        Defaults(),
-        INSTANCE,
         backends=lambda server: None,  # no backends: this watcher's tasks are the journal's
         install_key=seal.install_key(tmp_path),
     )
-    return Watcher(p.aio, p.runtime, tasks, p.questions, INSTANCE, retention_s=DAY_S)
+    return Watcher(shared, tasks, p.questions)
 
 
 @asynccontextmanager
