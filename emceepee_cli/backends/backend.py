@@ -43,6 +43,7 @@ from emceepee_cli.backends.failures import (
     Answered,
     Refused,
     answered_with_error,
+    backend_answered,
     brief,
     closed,
     closest,
@@ -439,7 +440,7 @@ class Backend:
         except Answered as exc:  # the backend's error for this request alone, whatever its code
             if (needs_url := url_questions.required(self.name, what, exc)) is not None:
                 raise needs_url from exc
-            raise answered_with_error(self.name, what, exc.code, exc.message) from exc
+            raise backend_answered(self.name, what, exc) from exc
         except MCPError as exc:  # the SDK's own: the connection ended, or a bound it keeps ran out
             if closed(exc):
                 raise await self._connection_lost(what, process) from exc

@@ -1,23 +1,33 @@
 """The host's native MCP requests besides tools: resources, templates, prompts, completion and
 the logging level, answered from the lists of session/native_lists.py or passed to the backend
-that owns what is asked for (what goes wrong on the way, as a JSON-RPC error the host shows).
+that owns what is asked for.
+
+A request passed through answers with the backend's result as it is, and fails the way the backend
+failed: its own JSON-RPC error keeps its code and message (a -32602 stays -32602), and its `data`
+names the server (`{"server": name}`, merged into the backend's own `data` when that is an object
+without a `server` member, else holding it as `data`). What emceepee itself refuses (an unknown
+prompt, an ambiguous URI) is -32602; the rest of what goes wrong on the way (a backend that died,
+an answer emceepee cannot use) is -32603, with the message and hint of the meta-tools.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
 
-from emceepee_cli.errors import EmceepeeError, NotFound
+from emceepee_cli.backends.failures import BackendAnswered
+from emceepee_cli.errors import EmceepeeError, UsageError
 from emceepee_cli.server import diagrams
 from emceepee_cli.session.wiring import Services
 
 T = TypeVar("T")
+
+MESSAGE_MAX_CHARS = 16 * 1024  # a backend's error message past this is cut: hosts show a message whole
 
 
 async def list_resources(
@@ -92,10 +102,33 @@ async def set_level(
 
 
 async def passed(work: Awaitable[T]) -> T:
-    """A native request routed to a backend; what goes wrong, as a JSON-RPC error the host shows."""
+    """A request passed to a backend; what goes wrong, as the JSON-RPC error the host gets."""
     try:
         return await work
-    except NotFound as exc:
-        raise MCPError(code=types.INVALID_PARAMS, message=f"{exc.message} {exc.hint or ''}".strip()) from exc
+    except BackendAnswered as exc:
+        answer = exc.answer
+        message = _bounded(answer.message)
+        raise MCPError(code=answer.code, message=message, data=with_server(exc.server, answer.data)) from exc
+    except UsageError as exc:
+        raise MCPError(code=types.INVALID_PARAMS, message=_said(exc)) from exc
     except EmceepeeError as exc:
-        raise MCPError(code=types.INTERNAL_ERROR, message=f"{exc.message} {exc.hint or ''}".strip()) from exc
+        raise MCPError(code=types.INTERNAL_ERROR, message=_said(exc)) from exc
+
+
+def with_server(server: str, data: Any) -> dict[str, Any]:
+    """A backend error's `data` with the server that answered it named in it."""
+    if data is None:
+        return {"server": server}
+    if isinstance(data, dict) and "server" not in data:
+        return {**data, "server": server}
+    return {"server": server, "data": data}
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= MESSAGE_MAX_CHARS:
+        return message
+    return f"{message[:MESSAGE_MAX_CHARS]} … ({len(message) - MESSAGE_MAX_CHARS} more characters cut)"
+
+
+def _said(exc: EmceepeeError) -> str:
+    return f"{exc.message} {exc.hint or ''}".strip()
