@@ -1,7 +1,8 @@
 """What a backend answers to a request passed through reaches the host as the backend said it, over
 the real `serve`: its JSON-RPC errors on prompts/get, resources/read and completion/complete keep
-their code and message, with the server named in `data`; and errors no host should see whole (a 1 MiB
-message) or that are not JSON-RPC at all leave `serve` answering."""
+their code and message, with the server named in `data`; errors no host should see whole (a 1 MiB
+message) or that are not JSON-RPC at all leave `serve` answering; and the get_prompt meta-tool gives
+the prompt in the protocol's own names, as the native prompts/get does."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests.support import (
     serving,
     still_answering,
     text_of,
+    texts,
     until_ready,
     write_config,
 )
@@ -137,3 +139,31 @@ async def test_odd_and_huge_backend_errors_leave_serve_answering(config: Path) -
         assert errors[kind].message.startswith("emceepee refused backend 'errs's answer"), errors[kind]
     assert text_of(listed.contents[0]) == "listed"
     assert all(row["status"] == "ready" for row in servers), servers
+
+
+async def test_get_prompt_gives_the_prompt_in_the_protocols_own_names(config: Path) -> None:
+    async with serving(config) as client:
+        with anyio.fail_after(60):
+            await as_a_host_begins(client)
+            listed = payload(await client.call_tool("list_prompts", {"server": "errs"}))
+            result = await client.call_tool("get_prompt", {"server": "errs", "name": "embedded"})
+            native = await client.get_prompt("errs__embedded")
+    assert [p["name"] for p in listed["servers"][0]["prompts"]] == ["fail", "embedded"]
+    prompt = payload(result)
+    assert prompt == {
+        "_meta": {"example.com/k": "v"},
+        "description": "with media",
+        "messages": [
+            {"role": "user", "content": {"type": "image", "data": "aGk=", "mimeType": "image/png"}},
+            {
+                "role": "assistant",
+                "content": {
+                    "type": "resource",
+                    "resource": {"uri": "err://listed", "mimeType": "text/plain", "text": "listed"},
+                },
+            },
+        ],
+    }
+    wire = native.model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert prompt == {key: value for key, value in wire.items() if key != "resultType"}
+    assert not any("mime_type" in text for text in texts(result))
