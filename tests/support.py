@@ -9,7 +9,7 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -17,7 +17,7 @@ from typing import Any, cast
 import anyio
 import anyio.abc
 import mcp_types as types
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 
 from emceepee_cli.config import load_config
 from emceepee_cli.server.app import build_server
@@ -26,6 +26,7 @@ from emceepee_cli.store.records import PendingRow, TaskRow
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "servers"
 HOSTILE = ROOT / "tests" / "backends" / "hostile.py"
+RPC_ERRORS = ROOT / "tests" / "backends" / "rpc_errors.py"
 
 POLL_S = 0.02  # how often `until` looks at what another process does
 
@@ -52,6 +53,12 @@ def hostile_table(name: str, *flags: str, **extra: Any) -> str:
     for key, value in extra.items():
         lines.append(f"{key} = {json.dumps(value) if not isinstance(value, dict) else _inline(value)}")
     return "\n".join(lines) + "\n"
+
+
+def rpc_errors_table(name: str, *flags: str) -> str:
+    """A [servers.NAME] table running tests/backends/rpc_errors.py with `flags`."""
+    args = json.dumps([str(RPC_ERRORS), *flags])
+    return f"[servers.{name}]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n"
 
 
 def _inline(table: dict[str, str]) -> str:
@@ -213,6 +220,15 @@ async def until(condition: Callable[[], bool]) -> None:
     process it ends. Nothing in this process can wake us when it happens, so it is looked at."""
     while not condition():  # noqa: ASYNC110 - another process makes it true: no Event can tell us
         await anyio.sleep(POLL_S)
+
+
+async def refusal(request: Awaitable[object]) -> types.ErrorData:
+    """The JSON-RPC error the host gets for a request (the awaitable the client makes of it)."""
+    try:
+        await request
+    except MCPError as exc:
+        return exc.error
+    raise AssertionError("the request was answered, not refused")
 
 
 async def still_answering(client: Client) -> None:

@@ -106,6 +106,22 @@ def closest(name: str, known: Iterable[str]) -> str:
     return f" Did you mean: {', '.join(close)}?" if close else ""
 
 
+class BackendAnswered(BackendError):
+    """A backend's own JSON-RPC error answer to one request: said for a meta-tool's result (message,
+    hint), and kept as it came (`answer`: its code, message and data), so that a request passed
+    through natively answers the host with the backend's own error (server/native_requests.py)."""
+
+    def __init__(self, server: str, answer: Answered, said: BackendError) -> None:
+        super().__init__(said.message, hint=said.hint)
+        self.server = server
+        self.answer = answer
+
+
+def backend_answered(server: str, what: str, answer: Answered) -> BackendAnswered:
+    """The backend's own error answer to `what`, said as `answered_with_error` says it."""
+    return BackendAnswered(server, answer, answered_with_error(server, what, answer.code, answer.message))
+
+
 def answered_with_error(server: str, what: str, code: int, message: str) -> BackendError:
     """A backend's JSON-RPC error for one request, said once (without the code it quotes again), with
     what to do next: for bad arguments or an unknown name, look at what the backend offers."""
@@ -138,6 +154,8 @@ def request_error(server: str, what: str, exc: Exception) -> BackendError:
         )
     if isinstance(exc, Answered) and (needs_url := url_questions.required(server, what, exc)) is not None:
         return needs_url
+    if isinstance(exc, Answered):  # the backend's own error, kept for a request passed through natively
+        return backend_answered(server, what, exc)
     if isinstance(exc, MCPError):  # the backend's error for this request alone, or a bound the SDK keeps
         return answered_with_error(server, what, exc.code, exc.message)
     if isinstance(exc, TimeoutError):

@@ -6,23 +6,24 @@ lifespan, which starts every backend without waiting for any → answer the host
 `server/stdio.py` (every line it sends gets an answer, a bad one a JSON-RPC error) → on stdin EOF,
 SIGTERM or SIGINT, stop every backend (each stop is shielded and bounded) and exit. A signal
 exits through `os._exit`, because the stdin reader thread cannot be cancelled (SDK guide §7.2).
-Meanwhile a change of the config file, or a SIGHUP, reloads it (server/reload.py).
+Meanwhile a change of the config file, or a SIGHUP, reloads it (server/reload.py). The host's
+native requests besides tools (resources, prompts, completion, the logging level) are answered in
+server/native_requests.py.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
 import shlex
 import signal
 import sys
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -39,7 +40,7 @@ from emceepee_cli.config import Config, ConfigProblem, Defaults, load_config
 from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import new_id
 from emceepee_cli.redact import RedactingFormatter
-from emceepee_cli.server import diagrams, reload
+from emceepee_cli.server import native_requests, reload
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
 from emceepee_cli.server.fastlane import FastLane
 from emceepee_cli.server.meta_tools import TOOLS, Call, MetaTool
@@ -52,8 +53,6 @@ from emceepee_cli.store.faults import serving_from_memory
 from emceepee_cli.store.journal import Journal
 
 log = logging.getLogger("emceepee")
-
-T = TypeVar("T")
 
 SHUTDOWN_GRACE_S = 10.0  # backends stop in ≤ ~6 s each, concurrently
 SWEEP_BOUND_S = 3.0  # then what they started and left (backends/descendants.py): ≤ ~1.5 s
@@ -118,18 +117,18 @@ def build_server(
         lifespan=lifespan,
         on_list_tools=_list_tools,
         on_call_tool=_call_tool,
-        on_list_resources=_list_resources,
-        on_read_resource=_read_resource,
-        on_list_resource_templates=_list_resource_templates,
-        on_subscribe_resource=_subscribe,
-        on_unsubscribe_resource=_unsubscribe,
-        on_list_prompts=_list_prompts,
-        on_get_prompt=_get_prompt,
-        on_completion=_complete,
+        on_list_resources=native_requests.list_resources,
+        on_read_resource=native_requests.read_resource,
+        on_list_resource_templates=native_requests.list_resource_templates,
+        on_subscribe_resource=native_requests.subscribe,
+        on_unsubscribe_resource=native_requests.unsubscribe,
+        on_list_prompts=native_requests.list_prompts,
+        on_get_prompt=native_requests.get_prompt,
+        on_completion=native_requests.complete,
     )
     # logging/setLevel is deprecated as of 2026-07-28 (the constructor keyword warns); it is what
     # every handshake-era host uses.
-    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_level)
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, native_requests.set_level)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, _initialized)
     server.middleware.append(_answer_always)  # outermost: a handler's bug is still an answer
     server.middleware.append(resume_tokens)  # a task's resume token also where the proposal puts it
@@ -175,87 +174,6 @@ async def _list_tools(
         return types.ListToolsResult(tools=own)
     await ctx.lifespan_context.native.settled()  # a host lists once at start: show what is coming up
     return types.ListToolsResult(tools=[*own, *direct.tools()])
-
-
-async def _list_resources(
-    ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
-) -> types.ListResourcesResult:
-    diagram = types.Resource(
-        uri=diagrams.URI,
-        name="diagrams",
-        mime_type="application/json",
-        description="Mermaid diagrams of emceepee's task, elicitation and sampling states.",
-    )
-    await ctx.lifespan_context.native.settled()
-    return types.ListResourcesResult(resources=[diagram, *ctx.lifespan_context.native.list_resources()])
-
-
-async def _list_resource_templates(
-    ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
-) -> types.ListResourceTemplatesResult:
-    await ctx.lifespan_context.native.settled()
-    return types.ListResourceTemplatesResult(resource_templates=ctx.lifespan_context.native.list_templates())
-
-
-async def _read_resource(
-    ctx: ServerRequestContext[Services], params: types.ReadResourceRequestParams
-) -> types.ReadResourceResult:
-    if params.uri != diagrams.URI:
-        return await _native(ctx.lifespan_context.native.read_resource(str(params.uri)))
-    body = json.dumps(diagrams.diagrams(), indent=2)
-    return types.ReadResourceResult(
-        contents=[types.TextResourceContents(uri=diagrams.URI, mime_type="application/json", text=body)]
-    )
-
-
-async def _subscribe(
-    ctx: ServerRequestContext[Services], params: types.SubscribeRequestParams
-) -> types.EmptyResult:
-    await _native(ctx.lifespan_context.native.subscribe(str(params.uri)))
-    return types.EmptyResult()
-
-
-async def _unsubscribe(
-    ctx: ServerRequestContext[Services], params: types.UnsubscribeRequestParams
-) -> types.EmptyResult:
-    await _native(ctx.lifespan_context.native.unsubscribe(str(params.uri)))
-    return types.EmptyResult()
-
-
-async def _list_prompts(
-    ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
-) -> types.ListPromptsResult:
-    await ctx.lifespan_context.native.settled()
-    return ctx.lifespan_context.native.list_prompts()
-
-
-async def _get_prompt(
-    ctx: ServerRequestContext[Services], params: types.GetPromptRequestParams
-) -> types.GetPromptResult:
-    return await _native(ctx.lifespan_context.native.get_prompt(params.name, params.arguments))
-
-
-async def _complete(
-    ctx: ServerRequestContext[Services], params: types.CompleteRequestParams
-) -> types.CompleteResult:
-    return await _native(ctx.lifespan_context.native.complete(params))
-
-
-async def _set_level(
-    ctx: ServerRequestContext[Services], params: types.SetLevelRequestParams
-) -> types.EmptyResult:
-    await ctx.lifespan_context.native.set_level(params.level)
-    return types.EmptyResult()
-
-
-async def _native(work: Awaitable[T]) -> T:
-    """A native request routed to a backend; what goes wrong, as a JSON-RPC error the host shows."""
-    try:
-        return await work
-    except NotFound as exc:
-        raise MCPError(code=types.INVALID_PARAMS, message=f"{exc.message} {exc.hint or ''}".strip()) from exc
-    except EmceepeeError as exc:
-        raise MCPError(code=types.INTERNAL_ERROR, message=f"{exc.message} {exc.hint or ''}".strip()) from exc
 
 
 async def _call_tool(

@@ -3,15 +3,19 @@ subscriptions and logs, for hosts that show them natively (a prompt picker, a re
 
 Prompts appear as `server__prompt` (session/names.py); resources and templates keep their URIs, with
 the server named in their `name`. A request is routed to the backend that listed the prompt, the
-URI or the template; the backend's answer goes back as it is (its own MCP objects, not emceepee's
-JSON). The host hears `list_changed` when a backend connects or its lists change, `resources/updated`
-for URIs it subscribed to, and backend logs at or above the level it set with `logging/setLevel`
-(none before it sets one: unasked, they would only be noise in the host's log).
+URI or the template; a subscription to a URI no backend lists goes to the one backend its
+template, its scheme or a declared `resources.subscribe` singles out (`subscription_owner`). The
+backend's answer goes back as it is (its own MCP objects, not emceepee's JSON), and so does its
+error (server/native_requests.py). The host hears `list_changed` when a backend connects or its
+lists change, `resources/updated` for URIs it subscribed to, and backend logs at or above the level
+it set with `logging/setLevel` (none before it sets one: unasked, they would only be noise in the
+host's log).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, get_args
 
 import anyio
@@ -20,7 +24,7 @@ from mcp import ClientSession
 from mcp.shared.uri_template import UriTemplate
 
 from emceepee_cli.backends.backend import Backend, Status
-from emceepee_cli.errors import NotFound
+from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.questions.host_link import HostLink
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.session.names import name_table
@@ -29,6 +33,7 @@ log = logging.getLogger(__name__)
 
 READY_WAIT_S = 10.0  # as list_tools waits for a backend still starting
 LEVELS: tuple[str, ...] = get_args(types.LoggingLevel)  # least to most severe
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")  # RFC 3986's scheme, before the first colon
 
 
 class Native:
@@ -94,32 +99,56 @@ class Native:
     def owner(self, uri: str) -> Backend:
         """The backend that listed `uri`, else the first whose template matches it."""
         ready = self._ready()
-        for backend in ready:
-            if any(str(r.uri) == uri for r in backend.offer.resources):
-                return backend
-        for backend in ready:
-            for template in backend.offer.templates:
-                try:
-                    if UriTemplate.parse(template.uri_template).match(uri) is not None:
-                        return backend
-                except ValueError:
-                    continue  # a template the SDK cannot parse matches nothing
-        raise NotFound(f"No backend lists the resource '{uri}'.", hint="resources/list shows them.")
+        found = _listing(ready, uri) or _templated(ready, uri)
+        if not found:
+            raise NotFound(f"No backend lists the resource '{uri}'.", hint="resources/list shows them.")
+        return found[0]
+
+    def subscription_owner(self, uri: str) -> Backend:
+        """The backend to subscribe to `uri` on: the one that lists it; else the only one left once
+        narrowed down to those whose template matches it, whose URIs share its scheme, and that
+        declare subscriptions (each narrowing that leaves none is skipped). A URI that more than one
+        backend could take is refused, naming them: a guess would subscribe the host to the wrong one."""
+        ready = self._ready()
+        if listing := _listing(ready, uri):
+            return listing[0]
+        candidates = ready
+        for narrowing in (_templated, _same_scheme, _subscribable):
+            if len(candidates) <= 1:
+                break
+            candidates = narrowing(candidates, uri) or candidates
+        if len(candidates) == 1:
+            return candidates[0]
+        if not candidates:
+            raise NotFound(f"No backend is ready to subscribe to '{uri}'.", hint="list_servers shows why.")
+        names = ", ".join(b.name for b in candidates)
+        raise UsageError(
+            f"The resource '{uri}' could be on any of the servers {names}: none lists it, and neither "
+            "its scheme nor a template tells which.",
+            hint="Subscribe to a URI that resources/list or resources/templates/list shows.",
+        )
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
         await self.settled()
         return await self.owner(uri).request(f"resources/read '{uri}'", lambda s: s.read_resource(uri))
 
     async def subscribe(self, uri: str) -> None:
-        backend = self.owner(uri)
+        await self.settled()
+        backend = self.subscription_owner(uri)
         await backend.request(f"resources/subscribe '{uri}'", lambda s: s.subscribe_resource(uri))
         self.subscribed[uri] = backend.name
 
     async def unsubscribe(self, uri: str) -> None:
-        server = self.subscribed.pop(uri, None)
-        backend = self.backends.get(server) if server else None
-        if backend is not None and backend.status == Status.READY:
-            await backend.request(f"resources/unsubscribe '{uri}'", lambda s: s.unsubscribe_resource(uri))
+        """Unsubscribe where the host subscribed; a URI it did not subscribe to through emceepee (a
+        subscription of an earlier session) goes where a subscription would."""
+        if uri in self.subscribed:
+            backend = self.backends.get(self.subscribed.pop(uri))
+            if backend is None or backend.status != Status.READY:
+                return  # gone, or restarting: it forgot the subscription
+        else:
+            await self.settled()
+            backend = self.subscription_owner(uri)
+        await backend.request(f"resources/unsubscribe '{uri}'", lambda s: s.unsubscribe_resource(uri))
 
     # ---- completion -------------------------------------------------------------------------
 
@@ -196,6 +225,52 @@ class Native:
     def _notify(self, notification: types.ServerNotification) -> None:
         if self.host.session is not None and self.host.can_send():
             self.runtime.spawn(_send, self.host, notification, name=f"host {notification.method}")
+
+
+def _listing(backends: list[Backend], uri: str) -> list[Backend]:
+    return [b for b in backends if any(str(r.uri) == uri for r in b.offer.resources)]
+
+
+def _templated(backends: list[Backend], uri: str) -> list[Backend]:
+    return [b for b in backends if any(_matches(t.uri_template, uri) for t in b.offer.templates)]
+
+
+def _matches(template: str, uri: str) -> bool:
+    try:
+        return UriTemplate.parse(template).match(uri) is not None
+    except ValueError:
+        return False  # a template the SDK cannot parse matches nothing
+
+
+def _same_scheme(backends: list[Backend], uri: str) -> list[Backend]:
+    """The backends that list a resource or template in the scheme of `uri` (`surface` of
+    `surface://counter`); none for a URI without one."""
+    scheme = _scheme(uri)
+    if scheme is None:
+        return []
+    return [b for b in backends if scheme in _schemes(b)]
+
+
+def _schemes(backend: Backend) -> set[str | None]:
+    offered = [str(r.uri) for r in backend.offer.resources] + [
+        t.uri_template for t in backend.offer.templates
+    ]
+    return {_scheme(uri) for uri in offered}
+
+
+def _scheme(uri: str) -> str | None:
+    found = _SCHEME.match(uri)
+    return found.group(1).lower() if found else None
+
+
+def _subscribable(backends: list[Backend], uri: str) -> list[Backend]:
+    """The backends that declare `resources.subscribe`."""
+    return [b for b in backends if _takes_subscriptions(b)]
+
+
+def _takes_subscriptions(backend: Backend) -> bool:
+    caps = backend.session.server_capabilities if backend.session is not None else None
+    return bool(caps is not None and caps.resources is not None and caps.resources.subscribe)
 
 
 async def _send(host: HostLink, notification: types.ServerNotification) -> None:

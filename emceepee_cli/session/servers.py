@@ -177,7 +177,9 @@ class Servers:
             groups.append({"server": backend.name, "status": backend.status.value, "prompts": prompts})
         return {"servers": groups}
 
-    async def get_prompt(self, server: str, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
+    async def get_prompt(
+        self, server: str, name: str, arguments: dict[str, str] | None
+    ) -> types.GetPromptResult:
         backend = await self.registry.ready(server)
         if name not in backend.offer.prompts:
             known = ", ".join(sorted(backend.offer.prompts)) or "none"
@@ -185,8 +187,7 @@ class Servers:
                 f"Backend '{server}' has no prompt '{name}'. Known: {known}.",
                 hint=f"See list_prompts(server='{server}').",
             )
-        result = await backend.request(f"prompts/get '{name}'", lambda s: s.get_prompt(name, arguments))
-        return dump(result)
+        return await backend.request(f"prompts/get '{name}'", lambda s: s.get_prompt(name, arguments))
 
     # ---- what backends said -------------------------------------------------------------
 

@@ -54,4 +54,9 @@ async def list_prompts(services: Services, args: dict[str, Any], call: Call) -> 
     ("server", "name"),
 )
 async def get_prompt(services: Services, args: dict[str, Any], call: Call) -> Payload:
-    return await services.servers.get_prompt(args["server"], args["name"], args.get("arguments"))
+    """The backend's prompt as it is, in the protocol's own names (`mimeType`, `_meta`), as the
+    host's native prompts/get passes it: a prompt is the backend's MCP object, not emceepee's JSON."""
+    prompt = await services.servers.get_prompt(args["server"], args["name"], args.get("arguments"))
+    out: dict[str, Any] = prompt.model_dump(by_alias=True, mode="json", exclude_none=True)
+    out.pop("resultType", None)  # the SDK's marker of a complete result, not part of the prompt
+    return out
