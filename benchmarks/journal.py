@@ -42,7 +42,7 @@ from ulid import ULID
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from emceepee_cli import processes  # noqa: E402 - after the path is set
+from emceepee_cli import start_tokens  # noqa: E402 - after the path is set
 from emceepee_cli.cli.tasks import open_journal  # noqa: E402
 from emceepee_cli.store.journal import Journal  # noqa: E402
 from emceepee_cli.store.pages import TaskFilter  # noqa: E402
@@ -150,7 +150,7 @@ def _live(db: Any, end_ms: int) -> None:
     db.execute(
         "INSERT OR REPLACE INTO instances (instance_id, pid, machine, started_at, heartbeat_at, proc_start)"
         " VALUES (?, ?, ?, ?, ?, ?)",
-        [LIVE, me, socket.gethostname(), now, now, processes.start_token(me)],
+        [LIVE, me, socket.gethostname(), now, now, start_tokens.start_token(me)],
     )
     for k in range(5):
         db.execute(

@@ -1,5 +1,4 @@
-"""Processes as emceepee must see them to stop everything it started, and nothing else; and
-whether the `serve` an `instances` row names still runs.
+"""Processes as emceepee must see them to stop everything it started, and nothing else.
 
 A pid alone is not a process: the kernel reuses pids. A `Proc` is a pid plus its start time, and
 every signal goes through `Proc.signal`, which checks that the pid still names the same process
@@ -8,12 +7,10 @@ what a backend started, including children that left its process group with sets
 the whole process table; `descendants` walks only one tree (its /proc/PID/task/TID/children
 files), cheap enough to run every second (backends/descendants.py). `serve` makes itself a child
 subreaper, so what a backend orphans is re-parented to serve, not to init, and stays findable;
-serve then collects its exit too (`reap_orphan`), but never a backend's own, which asyncio
-collects and emceepee reports (`spawning`, `waited_for`, `collected` keep the two apart). On Linux
-a backend is also spawned with a parent-death signal, so it hears of emceepee's death even when
-emceepee is killed with SIGKILL and never gets to stop it. An `instances` row names its `serve` by
-pid and `start_token` (`same_process`, `ancestors`, `other_boot`: store/liveness.py and
-store/tables/instances.py).
+serve then collects its exit too, but never a backend's own (emceepee_cli/child_exits.py). On
+Linux a backend is also spawned with a parent-death signal, so it hears of emceepee's death even
+when emceepee is killed with SIGKILL and never gets to stop it. Whether the `serve` an
+`instances` row names still runs is emceepee_cli/start_tokens.py, over `stat` and `exists`.
 
 Where each fact comes from:
 - Linux (`HAVE_PROC`): one read of /proc/PID/stat gives a process's state, parent, group and start,
@@ -39,8 +36,9 @@ One policy for a process that cannot be read (`stat`, `exists`):
 - unseen: the pid exists but may not be read (EACCES, a /proc mounted with hidepid, psutil's
   AccessDenied, a line that does not parse). `stat` says None, as for a gone one: its identity
   cannot be checked, so it is never signalled (emceepee kills nothing it cannot tell it started).
-  But it is never declared dead: `same_process` then asks `exists`, for which only the kernel's
-  "no such process" is gone, and answers "cannot tell", which leaves it to the heartbeat.
+  But it is never declared dead: `start_tokens.same_process` then asks `exists`, for which only
+  the kernel's "no such process" is gone, and answers "cannot tell", which leaves it to the
+  heartbeat.
 """
 
 from __future__ import annotations
@@ -50,15 +48,13 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
 HAVE_PROC = sys.platform.startswith("linux") and (PROC / "self" / "stat").exists()
 _CHILDREN_FILES = HAVE_PROC and (PROC / "self" / "task" / str(os.getpid()) / "children").exists()
-_BOOT_ID = PROC / "sys" / "kernel" / "random" / "boot_id"
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PARENT_DEATH_SIGNAL = (
@@ -271,7 +267,8 @@ def descendants(pid: int, threads: bool = True) -> set[Proc] | None:
 def become_subreaper() -> bool:
     """Make this process the child subreaper of everything it starts (Linux): a descendant whose
     parent exits is re-parented to us, not to init, so it stays below us and in sight. Such an
-    adopted process is then ours to reap (`reap_adopted`). For `serve` only: never a test runner."""
+    adopted process is then ours to reap (`child_exits.reap_adopted`). For `serve` only: never a
+    test runner."""
     global _subreaper
     prctl = _prctl()
     _subreaper = prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
@@ -295,60 +292,6 @@ def _prctl() -> Callable[..., int] | None:
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     prctl.restype = ctypes.c_int
     return prctl
-
-
-def reap_adopted(proc: Proc) -> None:
-    """Collect the exit of an adopted child that has exited (a zombie), so it leaves the process
-    table. Only for a process we saw alive below a backend: never one asyncio waits for."""
-    found = stat(proc.pid)
-    if found is None or found.start != proc.start or found.state != "Z" or found.ppid != os.getpid():
-        return
-    if proc.pid in _waited_for:
-        return
-    with suppress(ChildProcessError, OSError):
-        os.waitpid(proc.pid, os.WNOHANG)
-
-
-def reap_orphan(pid: int) -> bool:
-    """Collect the exit of a child of ours that has exited (a zombie) and whose exit nobody else
-    waits for: an orphan a backend left, adopted by serve and gone before a scan saw it alive.
-    True if it was collected. Never a child asyncio waits for (`waited_for`), and nothing while a
-    spawn is under way (`spawning`: the new child's pid is not known yet): taking such an exit
-    would cost a backend its exit code."""
-    if _spawning or pid in _waited_for:
-        return False
-    found = stat(pid)
-    if found is None or found.state != "Z" or found.ppid != os.getpid():
-        return False
-    try:
-        reaped, _ = os.waitpid(pid, os.WNOHANG)
-    except OSError:  # ChildProcessError: collected meanwhile
-        return False
-    return reaped == pid
-
-
-@contextmanager
-def spawning() -> Iterator[None]:
-    """Around the spawn of a child whose exit asyncio collects, until its pid is `waited_for`."""
-    global _spawning
-    _spawning += 1
-    try:
-        yield
-    finally:
-        _spawning -= 1
-
-
-def waited_for(pid: int) -> None:
-    """`pid` is a child of ours whose exit asyncio's child watcher collects, until `collected`."""
-    _waited_for.add(pid)
-
-
-def collected(pid: int) -> None:
-    _waited_for.discard(pid)
-
-
-_waited_for: set[int] = set()  # our children whose exit status belongs to asyncio (backends)
-_spawning = 0  # spawns under way: a child may exist that is not in _waited_for yet
 
 
 def terminate(procs: Iterable[Proc], grace_s: float, kill_wait_s: float = 1.0) -> list[Proc]:
@@ -402,41 +345,6 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-def start_token(pid: int) -> str | None:
-    """What an `instances` row records of when `pid` started, so that with the pid it names that
-    process; None if it has exited or may not be read.
-
-    On Linux `linux:<boot id>:<clock ticks since boot>`: the boot id, so that no process of a later
-    boot matches (`other_boot`). Elsewhere `wall:<psutil's create_time in microseconds>`, which a
-    clock step moves: there a token that no longer matches means "cannot tell" (`same_process`).
-    """
-    found = stat(pid)
-    if found is None or found.exited or found.start is None:
-        return None
-    return _token(found.start)
-
-
-def _token(start: int) -> str:
-    return f"linux:{_boot_id()}:{start}" if HAVE_PROC else f"wall:{start}"
-
-
-def same_process(pid: int, recorded: str | None) -> bool | None:
-    """True: the process that recorded `recorded` (a `start_token`) still runs. False: it is gone,
-    has exited, or its pid names another process now. None: cannot tell (no token recorded, a
-    process that may not be read, a token of another kind or one a clock step may have moved)."""
-    found = stat(pid)
-    if found is None:
-        return None if exists(pid) else False
-    if found.exited:
-        return False
-    if recorded is None or found.start is None:
-        return None
-    current = _token(found.start)
-    if current == recorded:
-        return True
-    return False if current.startswith("linux:") and recorded.startswith("linux:") else None
-
-
 def ancestors(pid: int) -> list[int]:
     """The pids above `pid`, its parent first, up to (not including) pid 1; [] where they cannot be
     read. Bounded (`MAX_ANCESTORS`), so a table that changes while it is read cannot loop."""
@@ -448,19 +356,3 @@ def ancestors(pid: int) -> list[int]:
         out.append(found.ppid)
         pid = found.ppid
     return out
-
-
-def other_boot(recorded: str | None) -> bool:
-    """True when `recorded` (a `start_token`) was taken before this machine last booted: no process
-    it names can still run, whatever pid and clock ticks a new one has."""
-    if recorded is None or not recorded.startswith("linux:"):
-        return False
-    boot = recorded.split(":")[1]
-    return boot not in ("?", _boot_id())
-
-
-def _boot_id() -> str:
-    try:
-        return _BOOT_ID.read_text().strip()
-    except OSError:
-        return "?"

@@ -13,7 +13,7 @@ to init, and stays in sight. Lifecycle:
   and is journaled (pid and start time, beside the backend's own row in `spawned`): should
   serve die without stopping it (kill -9), the next serve or CLI command does
   (backends/leftovers.py). One seen gone is forgotten; one serve adopted is reaped once it exits,
-  and so is one that exited before any scan saw it alive (processes.reap_orphan: never a backend's
+  and so is one that exited before any scan saw it alive (child_exits.reap_orphan: never a backend's
   own exit, which asyncio collects and emceepee reports).
 - `sweep`: at shutdown, once every backend has stopped, whatever is still below serve (an
   orphan the backend's stop could not find) is stopped, bounded, and forgotten; then what forked
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.to_thread
 
-from emceepee_cli import processes
+from emceepee_cli import child_exits, processes
 from emceepee_cli.backends.process import ProcessInfo
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.store.aio import AsyncJournal
@@ -111,7 +111,7 @@ class Descendants:
             if backend is not None:
                 below = processes.descendants(pid) or set()
                 found.update(dict.fromkeys(below, backend[0]))
-            elif self.adopting and not processes.reap_orphan(pid):  # one that exited: collected, done
+            elif self.adopting and not child_exits.reap_orphan(pid):  # one that exited: collected, done
                 self._orphan(processes.identify(pid), found)
         self._unplaced &= set(roots)
         return found, roots
@@ -149,7 +149,7 @@ class Descendants:
     def _forget(self, proc: processes.Proc) -> None:
         seen = self.seen.pop(proc)
         if seen.adopted:
-            processes.reap_adopted(proc)
+            child_exits.reap_adopted(proc)
         for _, info in self.backends.values():
             info.descendants.discard(proc)
         if seen.journaled:
@@ -176,7 +176,7 @@ class Descendants:
         for proc in [p for p in self.seen if not p.running()]:
             seen = self.seen.pop(proc)
             if seen.adopted:
-                processes.reap_adopted(proc)
+                child_exits.reap_adopted(proc)
             if seen.journaled:
                 await self._forget_row(proc.pid)
 

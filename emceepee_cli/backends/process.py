@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
-from emceepee_cli import processes
+from emceepee_cli import child_exits, processes
 
 if TYPE_CHECKING:
     from emceepee_cli.backends.raw_pipe import Exchanges
@@ -86,7 +86,7 @@ class ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
 
     `Process.wait()` also waits for every pipe to close, which a grandchild that inherited one
     can put off forever; the exit itself is what a stop needs to know. Once asyncio has the exit,
-    serve's reaper of adopted orphans may take that pid again (processes.collected).
+    serve's reaper of adopted orphans may take that pid again (child_exits.collected).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, limit: int) -> None:
@@ -102,7 +102,7 @@ class ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
         super().process_exited()
         self.exit_seen.set()
         if isinstance(self.pipes, asyncio.SubprocessTransport):
-            processes.collected(self.pipes.get_pid())  # asyncio has its exit: a reused pid is no backend
+            child_exits.collected(self.pipes.get_pid())  # asyncio has its exit: a reused pid is no backend
 
 
 async def watch_exit(process: asyncio.subprocess.Process, protocol: ExitProtocol, info: ProcessInfo) -> None:

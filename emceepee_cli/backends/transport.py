@@ -41,7 +41,7 @@ import mcp_types as types
 import pydantic
 from mcp.shared.message import SessionMessage
 
-from emceepee_cli import processes
+from emceepee_cli import child_exits, processes
 from emceepee_cli.backends.failures import Refused, TooLong, Unreadable
 from emceepee_cli.backends.lines import Lines, Piece, top_level
 from emceepee_cli.backends.logfile import LogFile
@@ -150,7 +150,7 @@ async def _spawn(
         extra["preexec_fn"] = processes.parent_death_hook()
     loop = asyncio.get_running_loop()
     pipe = subprocess.PIPE
-    with processes.spawning():  # its exit is asyncio's to collect: serve's reaper keeps off it
+    with child_exits.spawning():  # its exit is asyncio's to collect: serve's reaper keeps off it
         transport, protocol = await loop.subprocess_exec(
             functools.partial(ExitProtocol, loop, READ_CHUNK),
             *argv,
@@ -162,7 +162,7 @@ async def _spawn(
             **extra,
         )
         if not protocol.exit_seen.is_set():
-            processes.waited_for(transport.get_pid())
+            child_exits.waited_for(transport.get_pid())
     return asyncio.subprocess.Process(transport, protocol, loop), protocol
 
 

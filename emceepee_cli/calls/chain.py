@@ -14,7 +14,8 @@ only after every check a direct call gets, in this order; the first that fails s
     approval_declined   an approval (confirm, confirm_destructive) was declined; or expired
 
 `denied`, `unknown_tool` and `invalid_arguments` are the admission rule every call passes
-(calls/admission.py), said as a stop.
+(calls/admission.py), said as a stop. The reasons, and the result of a call whose approval was
+declined, are calls/stops.py; how a suggestion is read and shown, calls/suggestion.py.
 
 A stop is never silent: the host gets the last result, untouched, plus one text block
 `{"tool_chain": {steps, stopped}}` saying why, what was suggested and how to make the call.
@@ -28,7 +29,6 @@ of `task_steps`, so every earlier result can be read with `get_task`.
 
 from __future__ import annotations
 
-import copy
 import difflib
 import json
 from dataclasses import dataclass, field
@@ -40,26 +40,14 @@ import mcp_types as types
 from emceepee_cli.backends.backend import Backend
 from emceepee_cli.calls import admission, policy
 from emceepee_cli.calls.policy import Follow
-from emceepee_cli.calls.resume import NEXT_TOKEN
+from emceepee_cli.calls.stops import Stop, not_called
+from emceepee_cli.calls.suggestion import brief, canonical, compact, how, shape, shown, suggestion_of
 from emceepee_cli.clock import now_iso
 from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.store.records import PendingRow, StepRow
 from emceepee_cli.store.unreadable import UnreadableRow
 
-SUGGESTION_KEYS = ("nextTool", "openai/nextTool")
 TEXT_CHARS = 200
-MAX_SUGGESTION_CHARS = 65_536  # a suggestion bigger than this is not followed, nor repeated whole
-SHOWN_ARGS_CHARS = 2000
-
-
-def suggests_more(result: dict[str, Any]) -> bool:
-    """A wire-form tools/call result that asks for more than being passed on: a next tool, or a
-    resume token (so it must take the slow path through the chain)."""
-    meta = result.get("_meta")
-    structured = result.get("structuredContent")
-    if isinstance(meta, dict) and (any(key in meta for key in SUGGESTION_KEYS) or NEXT_TOKEN in meta):
-        return True
-    return NEXT_TOKEN in result or (isinstance(structured, dict) and NEXT_TOKEN in structured)
 
 
 @dataclass(eq=False)
@@ -134,34 +122,6 @@ class Hooks(Protocol):
     async def write_ahead(self, token: str, auto: bool) -> None: ...  # the token the next request carries
 
 
-@dataclass
-class Stop:
-    reason: str  # one of STOPS
-    message: str
-    suggested: dict[str, Any] | None = None
-    how: bool = True
-
-    def __post_init__(self) -> None:
-        if self.reason not in STOPS:
-            raise ValueError(f"{self.reason!r} is not a reason a chain stops for (see STOPS)")
-
-
-# Why a chain stops before the call a result suggests (in the order they are checked; the module's
-# doc explains each); the diagrams resource draws the loop from it.
-STOPS: dict[str, str] = {
-    "not_followed": "follow_next_tool is off",
-    "malformed_suggestion": "the suggestion is malformed or huge",
-    "denied": "tools.allow / tools.deny",
-    "unknown_tool": "the backend does not list it",
-    "invalid_arguments": "its input schema refuses them",
-    "cycle": "the same call was made in this chain",
-    "depth_limit": "max_chain_depth calls were made",
-    "approval_declined": "its approval was declined",
-    "approval_expired": "its approval expired",
-    "resumable_step": "a result's resume token is not resumed",
-}
-
-
 @dataclass(eq=False)
 class Chain:
     task_id: str
@@ -201,7 +161,8 @@ class Chain:
         if reason is not None:
             row = await self.hooks.approve(first, reason, policy.approvers(self.spec, self.defaults))
             if row["status"] != "accepted":
-                return not_called(self.server, first, row)
+                first.outcome = "approval_declined"
+                return not_called(self.server, tool, args, row)
         return await self.go_on(first, token)
 
     async def go_on(self, step: Step, token: str | None) -> types.CallToolResult:
@@ -230,7 +191,7 @@ class Chain:
                 return result
             if not self.follow.auto_resume or self.resumes >= self.follow.auto_resume_limit:
                 await self.hooks.write_ahead(next_token, False)
-                if _suggestion_of(result) is not None:
+                if suggestion_of(result) is not None:
                     self.suggested = True
                     self.stopped = self._resumable_stop(step, result)
                 return result
@@ -241,18 +202,18 @@ class Chain:
             step, token = Step(len(self.steps) + 1, "resume", step.tool, step.args), next_token
 
     def _resumable_stop(self, step: Step, result: types.CallToolResult) -> Stop:
-        raw = _suggestion_of(result)
+        raw = suggestion_of(result)
         suggested = raw[1] if raw is not None and isinstance(raw[1], dict) else None
         return Stop(
             "resumable_step",
             f"Not followed: step {step.n} ({step.tool}) returned a partial result with a resume token; "
             "resume it first (see the resumable block), then make the suggested call if still wanted.",
-            _shown(suggested) if suggested is not None else None,
+            shown(suggested) if suggested is not None else None,
         )
 
     async def _next(self, result: types.CallToolResult, step: Step) -> Step | None:
         """The next step this result leads to, or None (with `stopped` set when one was refused)."""
-        raw = _suggestion_of(result)
+        raw = suggestion_of(result)
         if raw is None:
             return None
         self.suggested = True
@@ -261,14 +222,14 @@ class Chain:
             self.stopped = Stop(
                 "not_followed",
                 "Not called: follow_next_tool is off; make the suggested call yourself if it is wanted.",
-                _shown(value) if isinstance(value, dict) else None,
+                shown(value) if isinstance(value, dict) else None,
             )
             return None
-        tool, args = _shape(value)
+        tool, args = shape(value)
         if tool is None:
             self.stopped = Stop(
                 "malformed_suggestion",
-                f"Not called: the backend's _meta[{key!r}] is not {{tool, arguments?}}: {_brief(value)}",
+                f"Not called: the backend's _meta[{key!r}] is not {{tool, arguments?}}: {brief(value)}",
                 how=False,
             )
             return None
@@ -277,18 +238,17 @@ class Chain:
 
     async def _refusal(self, tool: str, args: dict[str, Any]) -> Stop | None:
         """Why the suggested call may not be made (None: it may), approval included."""
-        suggested = _shown({"tool": tool, "arguments": args})
+        suggested = shown({"tool": tool, "arguments": args})
         verdict = await admission.admit(self.backend, tool, args)
         if not isinstance(verdict, admission.Admitted):
             return self._refused(verdict, suggested)
         earlier = next(
-            (s for s in self.calls if (s.tool, _canonical(s.args)) == (tool, _canonical(args))), None
+            (s for s in self.calls if (s.tool, canonical(s.args)) == (tool, canonical(args))), None
         )
         if earlier is not None:
             return Stop(
                 "cycle",
-                f"Not called: {tool}({_canonical(args)}) was already called in this chain "
-                f"(step {earlier.n}).",
+                f"Not called: {tool}({canonical(args)}) was already called in this chain (step {earlier.n}).",
                 suggested,
             )
         if len(self.calls) >= self.follow.max_chain_depth:
@@ -343,15 +303,15 @@ class Chain:
             blocks.append({"resumed": resumed})
         if self.steps and (token := self.steps[-1].token) is not None:
             last = self.steps[-1]
-            how = _how(self.server, last.tool, last.args, token)
-            blocks.append({"resumable": {"resume_token": token, "how": how}})
+            again = how(self.server, last.tool, last.args, token)
+            blocks.append({"resumable": {"resume_token": token, "how": again}})
         if len(self.steps) > 1:
             read = f"get_task(task_id='{self.task_id}') lists every step with its whole result"
             earlier = {"count": len(self.steps) - 1, "task_id": self.task_id, "read_with": read}
             blocks.append({"earlier_results": earlier})
         if not blocks:
             return result
-        extra = [types.TextContent(type="text", text=_json(block)) for block in blocks]
+        extra = [types.TextContent(type="text", text=compact(block)) for block in blocks]
         return result.model_copy(update={"content": [*result.content, *extra]})
 
     def _chain_block(self) -> dict[str, Any]:
@@ -362,72 +322,6 @@ class Chain:
                 stopped["suggested"] = self.stopped.suggested
                 if self.stopped.how:
                     s = self.stopped.suggested
-                    stopped["how"] = _how(self.server, str(s.get("tool")), s.get("arguments"))
+                    stopped["how"] = how(self.server, str(s.get("tool")), s.get("arguments"))
             block["stopped"] = stopped
         return block
-
-
-# ---- helpers ---------------------------------------------------------------------------------
-
-
-def _suggestion_of(result: types.CallToolResult) -> tuple[str, Any] | None:
-    meta = result.meta or {}
-    for key in SUGGESTION_KEYS:
-        if key in meta:
-            return key, meta[key]
-    return None
-
-
-def _shape(value: Any) -> tuple[str | None, dict[str, Any]]:
-    """A suggestion's tool and arguments; (None, {}) when it is not {tool, arguments?}."""
-    if not isinstance(value, dict) or len(_json(value)) > MAX_SUGGESTION_CHARS:
-        return None, {}
-    tool, args = value.get("tool"), value.get("arguments", {})
-    if not isinstance(tool, str) or not tool or not isinstance(args, dict):
-        return None, {}
-    return tool, copy.deepcopy(args)
-
-
-def _shown(suggestion: dict[str, Any]) -> dict[str, Any]:
-    text = _json(suggestion)
-    return suggestion if len(text) <= SHOWN_ARGS_CHARS else {"truncated": text[:SHOWN_ARGS_CHARS]}
-
-
-def _brief(value: Any) -> str:
-    text = _json(value)
-    return text if len(text) <= 200 else f"{text[:200]}… ({len(text)} characters)"
-
-
-def _canonical(args: dict[str, Any] | None) -> str:
-    return json.dumps(args or {}, sort_keys=True, separators=(",", ":"))
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def _how(server: str, tool: str, args: Any, token: str | None = None) -> str:
-    call = f"execute_tool(server={server!r}, tool={tool!r}, args={_json(args or {})}"
-    return call + (f", resume_token={token!r})" if token else ")")
-
-
-def not_called(server: str, step: Step, row: PendingRow) -> types.CallToolResult:
-    """A call whose approval was declined (or expired): a clear result, not a backend error."""
-    who = f" (by {row['answered_by']})" if row.get("answered_by") else ""
-    summary = f"{server}.{step.tool} was not called: its approval was {row['status']}{who}."
-    payload = {
-        "approval": {
-            "request_id": row["request_id"],
-            "status": row["status"],
-            **({"answered_by": row["answered_by"]} if row.get("answered_by") else {}),
-            "tool": step.tool,
-            "arguments": step.args or {},
-        },
-        "called": False,
-    }
-    step.outcome = "approval_declined"
-    content: list[types.ContentBlock] = [
-        types.TextContent(type="text", text=summary),
-        types.TextContent(type="text", text=_json(payload)),
-    ]
-    return types.CallToolResult(content=content, structured_content=payload)

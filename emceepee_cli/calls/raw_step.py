@@ -37,8 +37,9 @@ from emceepee_cli.backends.failures import Answered
 from emceepee_cli.backends.raw_pipe import Answer, Exchanges, loads
 from emceepee_cli.calls import resume, spool
 from emceepee_cli.calls.call import Call
-from emceepee_cli.calls.chain import TEXT_CHARS, suggests_more
+from emceepee_cli.calls.chain import TEXT_CHARS
 from emceepee_cli.calls.end import ReturnedRaw
+from emceepee_cli.calls.suggestion import suggests_more
 from emceepee_cli.jsonrpc import canonical
 
 LEGACY = "2025-11-25"  # the session's own fallback when no version was negotiated

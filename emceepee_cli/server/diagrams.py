@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from emceepee_cli.calls.call import CALL_TRANSITIONS, CallState
-from emceepee_cli.calls.chain import STOPS
+from emceepee_cli.calls.stops import STOPS
 from emceepee_cli.store.records import (
     ELICITATION_TRANSITIONS,
     SAMPLING_TRANSITIONS,

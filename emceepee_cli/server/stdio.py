@@ -26,16 +26,12 @@ sent a malformed request would wait for its answer for ever. Here, per JSON-RPC 
 Blank lines are ignored. Nothing the host sends ends the process: only stdin's EOF does.
 
 Every line written is the SDK's bytes for its message, made in one module with the fast lane's
-(emceepee_cli/jsonrpc.py).
+(emceepee_cli/jsonrpc.py); the errors for what the host sent wrong are server/wire_errors.py.
 
-Lifecycle: `host_streams()` takes private copies of fd 0 and 1 for the wire and points fd 0 at
-the null device and fd 1 at stderr (as `stdio_server` does), so a stray print cannot corrupt the
-protocol; then a reader and a writer task run beside the server until stdin's EOF closes the
-read stream. A pipe or a socket (what a host gives) is read and written on the event loop,
-made non-blocking (the descriptions are serve's alone once fd 0 and 1 point elsewhere); a
-terminal or a file is read and written in a worker thread, which cannot be interrupted (`app`
-exits through `os._exit` on a signal for that reason), and is never made non-blocking, so the
-terminal a person ran serve in is left as it was.
+Lifecycle: `host_streams()` claims fd 0 and 1 for the wire (server/stdio_fds.py: a stray print
+cannot corrupt the protocol), then a reader and a writer task run beside the server until stdin's
+EOF closes the read stream; a pipe or a socket is read and written on the event loop, a terminal
+or a file in a worker thread.
 """
 
 from __future__ import annotations
@@ -43,9 +39,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
-import stat
-import sys
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -61,13 +54,12 @@ from mcp.shared.message import SessionMessage
 from emceepee_cli import jsonrpc
 from emceepee_cli.calls import spool
 from emceepee_cli.jsonrpc import RequestId, valid_id
-from emceepee_cli.server import host_answers, host_input
+from emceepee_cli.server import host_answers, host_input, stdio_fds, wire_errors
 
 log = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one message; the host's sampling answers can carry images
 JOIN_BYTES = 256 * 1024  # parts of a reply smaller than this are joined into one write
-READ_CHUNK_BYTES = 1024 * 1024
 BATCH_VERSION = "2025-03-26"  # the one MCP version whose JSON-RPC layer has batches
 
 ReadStream = anyio.abc.ObjectReceiveStream[SessionMessage | Exception]
@@ -95,12 +87,12 @@ class _Batch:
 @asynccontextmanager
 async def host_streams(taker: LineTaker | None = None) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """The server's streams over this process's stdin and stdout."""
-    wire_in, wire_out = _claim_std_fds()
-    wire = HostWire(wire_out, taker, on_loop=_on_loop(wire_out))
+    wire_in, wire_out = stdio_fds.claim_std_fds()
+    wire = HostWire(wire_out, taker, on_loop=stdio_fds.on_loop(wire_out))
     to_server, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_server = anyio.create_memory_object_stream[SessionMessage](0)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_pump_in, wire_in, wire, to_server, _on_loop(wire_in))
+        tg.start_soon(_pump_in, wire_in, wire, to_server, stdio_fds.on_loop(wire_in))
         tg.start_soon(_pump_out, from_server, wire)
         try:
             yield read_stream, write_stream
@@ -136,7 +128,7 @@ class HostWire:
         except pydantic.ValidationError:
             await self._rejected(raw, to_server)
             return
-        if isinstance(message, types.JSONRPCNotification) and _has_id(raw):
+        if isinstance(message, types.JSONRPCNotification) and wire_errors.has_id(raw):
             # `"id": null` or `true` parses as a notification; it was meant as a request.
             await self.send_error(
                 None, types.INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer"
@@ -186,7 +178,7 @@ class HostWire:
         if host_answers.is_answer(doc):
             await self._pass_answer(host_answers.answer(raw, doc), to_server)
             return
-        await self._write(jsonrpc.text(_invalid(doc)))
+        await self._write(jsonrpc.text(wire_errors.invalid(doc)))
 
     async def _lenient(
         self, raw: bytes, to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
@@ -212,12 +204,12 @@ class HostWire:
         self, raw: bytes, items: list[Any], to_server: anyio.abc.ObjectSendStream[SessionMessage | Exception]
     ) -> None:
         if not items or self.protocol != BATCH_VERSION:
-            why = "an empty batch" if not items else _no_batches(self.protocol)
+            why = "an empty batch" if not items else wire_errors.no_batches(self.protocol)
             await self.send_error(None, types.INVALID_REQUEST, f"Invalid Request: {why}")
             return
         batch, messages = _Batch(), []
         for item in items:
-            reply, message = _entry(raw, item)
+            reply, message = wire_errors.batch_entry(raw, item)
             if reply is not None:
                 batch.replies.append(jsonrpc.text(reply))
             if message is None:
@@ -255,7 +247,7 @@ class HostWire:
                 version = message.result.get("protocolVersion")
                 self.protocol = version if isinstance(version, str) else None
         batch = self._batches.pop(request_id, None) if request_id is not None else None
-        line = _dump_or_error(message)
+        line = wire_errors.line_or_error(message)
         if line is None:
             return 0
         if batch is None:
@@ -304,9 +296,9 @@ class HostWire:
             return
         try:
             if self.on_loop:
-                await _write_on_loop(self.out_fd, data)
+                await stdio_fds.write_on_loop(self.out_fd, data)
             else:
-                await anyio.to_thread.run_sync(_write_all, self.out_fd, data)
+                await anyio.to_thread.run_sync(stdio_fds.write_all, self.out_fd, data)
         except OSError as exc:  # the host closed its end; stdin's EOF follows and ends serve
             self.broken = True
             log.warning("cannot write to the host (%s); dropping replies until stdin closes", exc)
@@ -322,7 +314,7 @@ async def _pump_in(
     async with to_server:
         buffer = bytearray()
         skipping = False  # inside a line that grew past MAX_LINE_BYTES, until its newline
-        while chunk := await _read(fd, on_loop):
+        while chunk := await stdio_fds.read_chunk(fd, on_loop):
             start = 0
             while (end := chunk.find(b"\n", start)) >= 0:
                 if not skipping:
@@ -346,131 +338,3 @@ async def _pump_out(from_server: anyio.abc.ObjectReceiveStream[SessionMessage], 
             size = await wire.outgoing(session_message.message)
             del session_message  # the reply's model: gone before memory is given back
             spool.give_back(size)
-
-
-async def _read(fd: int, on_loop: bool) -> bytes:
-    try:
-        if not on_loop:
-            return await anyio.to_thread.run_sync(os.read, fd, READ_CHUNK_BYTES, abandon_on_cancel=True)
-        while True:
-            try:
-                return os.read(fd, READ_CHUNK_BYTES)
-            except BlockingIOError:
-                await anyio.wait_readable(fd)
-    except OSError as exc:
-        log.warning("cannot read from the host (%s); treating it as end of input", exc)
-        return b""
-
-
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-async def _write_on_loop(fd: int, data: bytes | memoryview) -> None:
-    """All of `data` to a non-blocking fd, waiting on the loop while the host is not reading."""
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view) :]
-        except BlockingIOError:
-            await anyio.wait_writable(fd)
-
-
-def _on_loop(fd: int) -> bool:
-    """Make a pipe or socket non-blocking for the event loop; False (left alone) for anything else."""
-    if sys.platform == "win32":
-        return False
-    try:
-        mode = os.fstat(fd).st_mode
-        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-            return False
-        os.set_blocking(fd, False)
-    except OSError:
-        return False
-    return True
-
-
-def _claim_std_fds() -> tuple[int, int]:
-    """Private copies of stdin and stdout for the wire; fd 0 then reads nothing and fd 1 is stderr."""
-    sys.stdout.flush()
-    if sys.platform == "win32":  # no fd juggling there: serve the standard handles in place
-        return 0, 1
-    wire_in, wire_out = os.dup(0), os.dup(1)  # os.dup's copies are not inherited by children
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    os.dup2(2, 1)
-    return wire_in, wire_out
-
-
-def _has_id(raw: bytes) -> bool:
-    try:
-        doc = pydantic_core.from_json(raw)
-    except ValueError:
-        return False
-    return isinstance(doc, dict) and "id" in doc
-
-
-def _entry(raw: bytes, item: object) -> tuple[types.JSONRPCError | None, types.JSONRPCMessage | None]:
-    """One entry of the batch `raw`, as a line alone would be taken: the error it is answered with
-    at once, and the message the server is handed (an answer's, perhaps its request's failure)."""
-    if host_answers.is_answer(item):
-        assert isinstance(item, dict)
-        return None, host_answers.answer(raw, item)
-    try:
-        message = types.jsonrpc_message_adapter.validate_python(item, by_name=False)
-    except pydantic.ValidationError:
-        return _invalid(item), None
-    if isinstance(message, types.JSONRPCNotification) and isinstance(item, dict) and "id" in item:
-        return jsonrpc.error(None, "Invalid Request: bad 'id'"), None
-    if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification):
-        wrong = host_input.fault(raw, message.params)
-        if wrong is not None and isinstance(message, types.JSONRPCRequest):
-            log.warning("refused request %s in a batch: %s", json.dumps(message.id)[:100], wrong)
-            return jsonrpc.error(message.id, f"Invalid params: {wrong}", types.INVALID_PARAMS), None
-        if wrong is not None:  # nobody to answer: as a notification the server could not read
-            log.warning("dropped notification %s in a batch: %s", message.method[:100], wrong)
-            return None, None
-    return None, message
-
-
-def _invalid(doc: object) -> types.JSONRPCError:
-    """The error for JSON that is not a valid message (an answer is taken by `host_answers`)."""
-    if not isinstance(doc, dict):
-        return jsonrpc.error(None, "Invalid Request: a message must be a JSON object")
-    request_id = doc.get("id")
-    return jsonrpc.error(request_id if valid_id(request_id) else None, f"Invalid Request: {_why(doc)}")
-
-
-def _why(doc: dict[str, Any]) -> str:
-    if doc.get("jsonrpc") != "2.0":
-        return "'jsonrpc' must be \"2.0\""
-    if not isinstance(doc.get("method"), str):
-        return "'method' must be a string"
-    if "id" in doc and not valid_id(doc["id"]):
-        return "'id' must be a string or an integer"
-    if "params" in doc and not isinstance(doc["params"], dict):
-        return "'params' must be an object"
-    return "not a valid JSON-RPC 2.0 message"
-
-
-def _no_batches(protocol: str | None) -> str:
-    spoken = f"protocol version {protocol}" if protocol else "this connection before initialize"
-    return f"JSON-RPC batches are not part of MCP {spoken}; send one message per line"
-
-
-def _dump_or_error(message: types.JSONRPCMessage) -> str | None:
-    """The message's line; for an answer that cannot be written as JSON text (a lone surrogate
-    from somewhere), an error in its place, so the request still gets its answer. None: a
-    notification or request of ours that cannot be written, dropped (it is logged)."""
-    try:
-        return jsonrpc.text(message)
-    except (ValueError, UnicodeError) as exc:  # pydantic's serialization error is a ValueError
-        request_id = getattr(message, "id", None)
-        log.error("cannot write a message to the host (%s): %s", type(message).__name__, exc)
-        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError) or request_id is None:
-            return None
-        why = "emceepee could not write its answer as JSON text; its stderr log has the details"
-        return jsonrpc.text(jsonrpc.error(request_id, why, types.INTERNAL_ERROR))

@@ -1,8 +1,9 @@
 """Whether the `serve` of an `instances` row still runs: the one rule, cheap to import.
 
-On this machine a process is alive while its pid *and* start time match (`processes.py`), however
-stale its heartbeat; elsewhere, or for a row without a start time, the heartbeat decides. The CLI
-asks this before it opens the journal for writing (store/inspect.py), so it imports no SQLite layer.
+On this machine a process is alive while its pid *and* start time match
+(emceepee_cli/start_tokens.py), however stale its heartbeat; elsewhere, or for a row without a
+start time, the heartbeat decides. The CLI asks this before it opens the journal for writing
+(store/inspect.py), so it imports no SQLite layer.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
-from emceepee_cli import processes
+from emceepee_cli import start_tokens
 from emceepee_cli.clock import now_iso
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def instance_alive(row: InstanceRow) -> bool:
     if row.get("stopped_at"):
         return False
     if row["machine"] == socket.gethostname():
-        same = processes.same_process(row["pid"], row.get("proc_start"))
+        same = start_tokens.same_process(row["pid"], row.get("proc_start"))
         if same is not None:
             return same
     return bool(row["heartbeat_at"] >= now_iso(-stale_after_s()))

@@ -95,7 +95,7 @@ def m002_pending_and_rounds(db: sqlite_utils.Database) -> None:
 @migrations()
 def m003_process_start(db: sqlite_utils.Database) -> None:
     # With the pid, the process's start time tells a live owner from a dead one whose pid was
-    # reused, without trusting the heartbeat (see processes.py). Rows from before stay NULL.
+    # reused, without trusting the heartbeat (see start_tokens.py). Rows from before stay NULL.
     db.table("instances").add_column("proc_start", str)
 
 

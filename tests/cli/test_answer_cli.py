@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from emceepee_cli import processes
+from emceepee_cli import processes, start_tokens
 from emceepee_cli.clock import now_iso
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import question_json
@@ -504,7 +504,7 @@ def owner_beside(journal: Journal) -> Iterator[None]:
     with subprocess.Popen(
         [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
     ) as owner:
-        started = processes.start_token(owner.pid)
+        started = start_tokens.start_token(owner.pid)
         journal.db.execute(
             "UPDATE instances SET pid = ?, proc_start = ? WHERE instance_id = ?",
             [owner.pid, started, INSTANCE],

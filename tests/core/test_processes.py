@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from emceepee_cli import processes
+from emceepee_cli import processes, start_tokens
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 # Starts a child in its own group and one that leaves it (setsid), says their pids, and waits.
@@ -64,8 +64,8 @@ def test_a_child_that_exited_and_is_not_reaped_is_exited_and_dead(reader: str) -
     with subprocess.Popen(
         [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
     ) as child:
-        token = processes.start_token(child.pid)
-        assert token is not None and processes.same_process(child.pid, token) is True
+        token = start_tokens.start_token(child.pid)
+        assert token is not None and start_tokens.same_process(child.pid, token) is True
         assert child.stdin is not None
         child.stdin.close()
         os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, left unreaped: a zombie
@@ -73,38 +73,38 @@ def test_a_child_that_exited_and_is_not_reaped_is_exited_and_dead(reader: str) -
         assert found is not None and found.exited and found.state == "Z"
         assert processes.exists(child.pid)
         assert not processes.identify(child.pid).running()
-        assert processes.start_token(child.pid) is None
-        assert processes.same_process(child.pid, token) is False
+        assert start_tokens.start_token(child.pid) is None
+        assert start_tokens.same_process(child.pid, token) is False
 
 
 def test_a_live_process_is_the_one_its_token_names_and_never_declared_dead(
     reader: str, sleeper: subprocess.Popen[bytes]
 ) -> None:
-    token = processes.start_token(sleeper.pid)
+    token = start_tokens.start_token(sleeper.pid)
     assert token is not None and token.startswith("linux:" if reader == "proc" else "wall:")
-    assert processes.same_process(sleeper.pid, token) is True
-    assert processes.same_process(sleeper.pid, None) is None  # an old row: the heartbeat decides
-    assert processes.same_process(sleeper.pid, "ps:Mon Jan  1 00:00:00 2024") is None  # another kind
+    assert start_tokens.same_process(sleeper.pid, token) is True
+    assert start_tokens.same_process(sleeper.pid, None) is None  # an old row: the heartbeat decides
+    assert start_tokens.same_process(sleeper.pid, "ps:Mon Jan  1 00:00:00 2024") is None  # another kind
     kind, _, start = token.rpartition(":")
     # Another start of the same kind: on Linux the pid was reused; a wall-clock start may have been
     # moved by a clock step, so there it cannot tell.
     expected = False if reader == "proc" else None
-    assert processes.same_process(sleeper.pid, f"{kind}:{int(start) + 1}") is expected
+    assert start_tokens.same_process(sleeper.pid, f"{kind}:{int(start) + 1}") is expected
 
 
 def test_a_process_that_is_gone_is_dead(reader: str) -> None:
     with subprocess.Popen([sys.executable, "-c", "pass"]) as done:
         done.wait()
     assert processes.stat(done.pid) is None and not processes.exists(done.pid)
-    assert processes.same_process(done.pid, "linux:boot:1") is False
-    assert processes.start_token(done.pid) is None
+    assert start_tokens.same_process(done.pid, "linux:boot:1") is False
+    assert start_tokens.start_token(done.pid) is None
 
 
 def test_a_process_that_may_not_be_read_is_neither_signalled_nor_declared_dead(
     reader: str, sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     me = processes.identify(sleeper.pid)
-    token = processes.start_token(sleeper.pid)
+    token = start_tokens.start_token(sleeper.pid)
     if reader == "proc":  # as /proc mounted with hidepid shows another user's process: not at all
         monkeypatch.setattr(processes, "PROC", tmp_path)
     else:
@@ -114,7 +114,7 @@ def test_a_process_that_may_not_be_read_is_neither_signalled_nor_declared_dead(
 
         monkeypatch.setattr(psutil, "Process", denied)
     assert processes.stat(sleeper.pid) is None and processes.exists(sleeper.pid)
-    assert processes.same_process(sleeper.pid, token) is None, "cannot tell: the heartbeat decides"
+    assert start_tokens.same_process(sleeper.pid, token) is None, "cannot tell: the heartbeat decides"
     assert not me.running()
     me.signal(signal.SIGKILL)
     assert sleeper.poll() is None

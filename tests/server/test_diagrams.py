@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from emceepee_cli.calls.call import CALL_TRANSITIONS
-from emceepee_cli.calls.chain import STOPS, Stop
+from emceepee_cli.calls.stops import STOPS, Stop
 from emceepee_cli.store.records import (
     ELICITATION_TRANSITIONS,
     SAMPLING_TRANSITIONS,

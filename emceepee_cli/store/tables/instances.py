@@ -2,7 +2,7 @@
 
 Every `serve` registers itself (pid, machine, and the process's start time) and beats a heartbeat.
 An owner is dead only when its process is gone: on this machine that is decided by pid *and*
-start time (`processes.py`), so a live process is never declared dead however stale its
+start time (emceepee_cli/start_tokens.py), so a live process is never declared dead however stale its
 heartbeat (a suspended laptop, a SIGSTOP, a long lock). The heartbeat decides only where the
 process cannot be checked: a row from another machine, or one written by an emceepee that did
 not record a start time.
@@ -21,7 +21,7 @@ import socket
 from collections.abc import Collection
 from typing import Any, cast
 
-from emceepee_cli import processes
+from emceepee_cli import processes, start_tokens
 from emceepee_cli.clock import now_iso
 from emceepee_cli.store.connection import Connection, Part
 from emceepee_cli.store.db import immediate, mapped
@@ -216,7 +216,7 @@ def this_instance(instance_id: str) -> InstanceRow:
         instance_id=instance_id,
         pid=os.getpid(),
         machine=socket.gethostname(),
-        proc_start=processes.start_token(os.getpid()),
+        proc_start=start_tokens.start_token(os.getpid()),
         started_at=at,
         heartbeat_at=at,
         stopped_at=None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 from typing import Any, cast
 
-from emceepee_cli import processes
+from emceepee_cli import start_tokens
 from emceepee_cli.clock import now_iso
 from emceepee_cli.store.connection import Part
 from emceepee_cli.store.db import mapped
@@ -43,7 +43,7 @@ class Spawned(Part):
         for row in rows:  # the instance's own columns, as instance_alive reads them
             if row["machine"] != socket.gethostname():
                 continue
-            if processes.other_boot(row.get("proc_start")):  # its processes died with that boot: a pid and
+            if start_tokens.other_boot(row.get("proc_start")):  # its processes died with that boot: a pid and
                 stale.append((row["instance_id"], row["spawned_pid"]))  # start tick now name another
                 continue
             if not instance_alive(cast(Any, row)):
