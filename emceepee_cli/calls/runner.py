@@ -183,6 +183,8 @@ class Driver:
             await self.recorder.finished(call)
         self.calls.remove(call)
         call.settled.set()
+        for other in self.calls.on(call.server):  # one fewer call that can have asked a question
+            other.nudge()  # tied to none: those left look again (calls/tasks.py, `Tasks.suspended`)
 
     async def stop(self, call: Call, why: TaskStatus) -> None:
         """Cancel the backend call for real (the backend gets notifications/cancelled), withdraw its

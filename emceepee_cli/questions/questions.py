@@ -62,6 +62,7 @@ class Question:
     forwarding: bool = False
     shown: bool = False  # a reply has carried it whole: later ones carry a reminder (questions/reminders.py)
     blocks_call: bool = True  # False: no call waits on it (a URL the backend needs opened first)
+    could_ask: frozenset[str] = frozenset()  # tied to no call: the calls that can have asked it
 
     def __repr__(self) -> str:
         return f"<Question {self.request_id} {self.row['kind']} {self.row['server']} {self.row['status']}>"
@@ -106,9 +107,10 @@ class Questions:
         blocks_call: bool = True,
         purpose: str | None = None,
         approval: dict[str, Any] | None = None,
+        could_ask: frozenset[str] = frozenset(),
     ) -> Question:
         row = self._row(server, kind, params, task_id, correlation, input_key, round_)
-        question = Question(row, blocks_call=blocks_call)
+        question = Question(row, blocks_call=blocks_call, could_ask=could_ask)
         if purpose is not None:  # emceepee's own question (an approval): what it is about, beside it
             question.row["purpose"], question.row["approval"] = purpose, json.dumps(approval)
         try:

@@ -126,14 +126,14 @@ class Hearing:
     async def _ask(self, backend: Backend, kind: str, params: BaseModel) -> PendingRow | types.ErrorData:
         """A handshake-era backend asks mid-call: park (and maybe forward) it; its settled row.
 
-        The question is labelled with the call that asked only when that is certain: the one call
-        in flight on that backend."""
-        calls = self.tasks.calls.on(backend.name)
-        task_id, correlation = (calls[0].call_id, "sole") if len(calls) == 1 else (None, "server")
+        The question is labelled with the call that asked only when no other call can have asked
+        it (calls/tasks.py's `Tasks.could_ask`); else it keeps the calls that can have."""
+        could_ask = self.tasks.could_ask(backend.name)
+        task_id, correlation = (next(iter(could_ask)), "sole") if len(could_ask) == 1 else (None, "server")
         dumped = params.model_dump(mode="json", exclude_none=True)
         try:
             question = await self.questions.ask(
-                backend.name, kind, dumped, task_id=task_id, correlation=correlation
+                backend.name, kind, dumped, task_id=task_id, correlation=correlation, could_ask=could_ask
             )
         except EmceepeeError as exc:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=exc.message)

@@ -196,6 +196,52 @@ async def test_a_modern_call_asks_in_rounds_journals_them_and_resumes_through_it
     assert text(done) == "booked Bristol in Oslo on 2026-12-24"
 
 
+async def test_a_question_is_tied_to_the_one_call_that_can_have_asked_it(tmp_path: Path) -> None:
+    """The one call in flight (even one already waiting on a question of its own, asking another),
+    else the one not already waiting on its own; none when several could have asked. Only a call's
+    own question suspends it, or one tied to none when as many such questions wait as there are
+    calls that can have asked them; a call that began after never."""
+    gates = [Gate(tmp_path / f"gate{n}") for n in range(4)]
+    form = {"mode": "form", "message": "?", "requested_schema": {"type": "object"}}
+
+    async def start(gate: Gate) -> str:
+        """A call held in flight by its gate, promoted after 10 ms: its task id."""
+        promoted = as_task(await t.execute(backends["h"], "gated", gate.args(), 10, None))
+        return str(promoted["proxy_task"]["task_id"])
+
+    async def untied(could_ask: frozenset[str]) -> None:
+        await p.questions.ask(
+            "h", "elicitation", form, task_id=None, correlation="server", could_ask=could_ask
+        )
+
+    def suspended() -> dict[str, bool]:
+        return {call.call_id: t.suspended(call) for call in t.calls}
+
+    async with tasks(tmp_path) as (t, p, backends, _):
+        with anyio.fail_after(WAIT_S):
+            first = await start(gates[0])
+            alone = t.could_ask("h")
+            await p.questions.ask("h", "elicitation", form, task_id=first, correlation="sole")
+            asking_again = t.could_ask("h")
+            second = await start(gates[1])
+            beside_a_waiting_call = t.could_ask("h")
+            third = await start(gates[2])
+            among_two = t.could_ask("h")
+            await untied(among_two)
+            one_of_two = suspended()
+            await untied(among_two)
+            two_of_two = suspended()
+            fourth = await start(gates[3])
+            later = suspended()
+            for gate in gates:
+                gate.open()
+    assert (alone, asking_again) == (frozenset([first]), frozenset([first]))
+    assert (beside_a_waiting_call, among_two) == (frozenset([second]), frozenset([second, third]))
+    assert one_of_two == {first: True, second: False, third: False}
+    assert two_of_two == {first: True, second: True, third: True}
+    assert later == {**two_of_two, fourth: False}
+
+
 async def test_a_saga_step_refused_with_an_error_fails_the_call(tmp_path: Path) -> None:
     async with tasks(tmp_path) as (t, _, backends, _):
         with anyio.fail_after(WAIT_S):

@@ -194,8 +194,9 @@ def _became_task(out: ProxyTask) -> str:
             "then get_task_result."
         )
     pending = out.pending_on_server
-    if pending.get("elicitations_for_server") or pending.get("sampling_requests_for_server"):
-        # More than one call was in flight when the question came: it may be this one's.
+    asked = [*pending.get("elicitations_for_server", []), *pending.get("sampling_requests_for_server", [])]
+    if any("task_id" not in q for q in asked):
+        # Several calls were in flight when a question came, so it is tied to none: it may be this one's.
         return (
             f"{name} became task {task['task_id']} while '{task['server']}' waits for an answer to a "
             "question (perhaps this call's). Answer it with respond_to_elicitation / "
