@@ -4,16 +4,19 @@ Lifecycle of `Backend.run` (one long-lived task per backend, which enters and ex
 transport and the session itself, as anyio requires):
 
     starting ─► ready ─► (process exits / connection lost) ─► restarting ─► ready …
+        │         └─► failed (its server refused emceepee's credentials)
         │                                                      └─► failed (too many restarts)
-        └─► failed (command not found, handshake failed or timed out too often)
+        └─► failed (command not found, credentials refused, handshake failed or timed out too often)
     any state ─► stopped (emceepee shuts down, or the server was removed)
 
 `stop()` cancels whatever the backend is doing, a handshake included; the transport's own stop
 still runs, shielded and bounded. A call in flight when the backend dies fails at once with the
 exit status and stderr tail; a call cut off because emceepee stopped the backend on purpose
-(`stop(why)`) is told why (backends/ending.py says how a connection ended). What the backend says
-while connected (logs, notifications, questions, list changes) goes through its `Listener`
-(backends/listener.py); how one request can fail is said in backends/failures.py.
+(`stop(why)`) is told why (backends/ending.py says how a connection ended). A remote backend whose
+server answers 401 or 403 is failed at once and not restarted (backends/authorization.py): every
+call meanwhile is told what to set. What the backend says while connected (logs, notifications,
+questions, list changes) goes through its `Listener` (backends/listener.py); how one request can
+fail is said in backends/failures.py.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from mcp import ClientSession
 
 from emceepee_cli import __version__
 from emceepee_cli.backends import connect, ending, listing, transport
+from emceepee_cli.backends.authorization import Refusals, Unauthorized
 from emceepee_cli.backends.dispatcher import BackendDispatcher
 from emceepee_cli.backends.ending import StopReason
 from emceepee_cli.backends.failures import brief, closest, connection_ended, describe, leaves, request_error
@@ -95,6 +99,7 @@ class Backend:
         self._lost = anyio.Event()
         self._died: transport.ProcessInfo | None = None  # its ready connection ended, none is since
         self._start_failed = False  # the last attempt ended before ready: callers are told, not kept waiting
+        self.refusal: Unauthorized | None = None  # its server refused emceepee's credentials: failed for good
         self.listener = Listener(self, sink)  # what the backend says while connected
 
     def __repr__(self) -> str:
@@ -136,6 +141,10 @@ class Backend:
                 self._start_failed = not ready_at
                 if any(isinstance(e, EmceepeeError) for e in leaves(exc)):
                     failures = len(RESTART_BACKOFF_S)  # a missing command or bad cwd stays wrong
+            if self.refusal is not None:  # the same credentials would be refused again: no restart
+                self.last_error = self.refusal.message
+                self._set_status(Status.FAILED)
+                return
             if ready_at and anyio.current_time() - ready_at[0] > STABLE_AFTER_S:
                 failures = 0
             if failures >= len(RESTART_BACKOFF_S):
@@ -202,8 +211,11 @@ class Backend:
             if self.starts is not None:
                 await self.starts.take(self, self._wanted)
                 stack.callback(self.starts.release, self)
-            read, write = await stack.enter_async_context(self._open_transport())
+            spec = self.spec.expanded()
+            refusals = Refusals(self.spec, spec.headers, self._refused) if spec.transport == "http" else None
+            read, write = await stack.enter_async_context(self._open_transport(spec, refusals))
             self.dispatcher = BackendDispatcher(read, write)
+            self.dispatcher.refusals = refusals
             session = await stack.enter_async_context(
                 ClientSession(
                     dispatcher=self.dispatcher,
@@ -226,20 +238,28 @@ class Backend:
                     self.starts.release(self)
                 self._set_status(Status.READY)
                 await first_of(self._stop, self._lost)
-                if self._lost.is_set():
+                if self._lost.is_set() and self.refusal is None:  # refused: failed, not restarting
                     self._mark_lost()
                 tg.cancel_scope.cancel()
             self.session = None
         if self._lost.is_set() and self.process is not None:  # reaped by now: the exit code is known
             self.last_error = ending.lost_ready(self.process)
 
+    def _refused(self, refusal: Unauthorized) -> None:
+        """Its server refused emceepee's credentials (backends/authorization.py): end the connection."""
+        self.refusal = refusal
+        self._lost.set()
+
     @asynccontextmanager
-    async def _open_transport(self) -> AsyncIterator[connect.Streams]:
+    async def _open_transport(
+        self, spec: ServerSpec, refusals: Refusals | None
+    ) -> AsyncIterator[connect.Streams]:
         opened = connect.open_transport(
-            self.spec.expanded(),
+            spec,
             log_path=self.log_path,
             on_stderr=self.listener.on_stderr,
             on_problem=self.listener.on_problem,
+            refusals=refusals,
         )
         try:
             async with opened as (streams, process):
@@ -264,6 +284,8 @@ class Backend:
     def require_session(self) -> ClientSession:
         if self.status == Status.READY and self.session is not None:
             return self.session
+        if self.refusal is not None and self.status == Status.FAILED:  # what to set, not only "failed"
+            raise BackendUnavailable(self.refusal.message, hint=self.refusal.hint)
         hint = {
             Status.STARTING: "Its start is taking long; list_servers shows when it is ready "
             "(await_activity hears server_connected), then call again.",
@@ -310,6 +332,8 @@ class Backend:
         self, what: str, process: transport.ProcessInfo | None, sent: bool = True
     ) -> BackendError:
         """The error of a request whose connection to `process` ended (backends/ending.py)."""
+        if self.refusal is not None:  # its server refused emceepee: that is why, not the connection's end
+            return self.refusal.again()
         if process is self.process:  # not a later connection, which may be ready by now
             self._mark_lost()
         return await ending.cut_off(self.name, what, process, self.stopped_for, sent=sent)

@@ -13,6 +13,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from emceepee_cli.backends import transport
+from emceepee_cli.backends.authorization import Refusals
 from emceepee_cli.backends.environment import backend_env
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.errors import BackendError
@@ -30,11 +31,14 @@ async def open_transport(
     log_path: Path | None,
     on_stderr: Callable[[str], None],
     on_problem: Callable[[str], None],
+    refusals: Refusals | None = None,
 ) -> AsyncIterator[tuple[Streams, transport.ProcessInfo | None]]:
-    """The streams to an expanded `spec`, and its process (None for a remote backend)."""
+    """The streams to an expanded `spec`, and its process (None for a remote backend). `refusals`
+    hears a remote backend's refusals of emceepee's credentials (backends/authorization.py)."""
     if spec.transport == "http":
         assert spec.url is not None
-        http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=HTTP_TIMEOUT)
+        hooks = {"response": [refusals.on_response]} if refusals is not None else {}
+        http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=HTTP_TIMEOUT, event_hooks=hooks)
         async with http, streamable_http_client(spec.url, http_client=http) as (read, write):
             yield (read, write), None
         return

@@ -68,12 +68,16 @@ def tools(
     config: ConfigOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """List the backends' tools (started for the command, then stopped)."""
+    """List the backends' tools (started for the command, then stopped).
+
+    Exits 3 if the server named could not be started (what went wrong is shown with it).
+    """
     import anyio
 
     from emceepee_cli import config as config_mod
     from emceepee_cli import paths, patterns
     from emceepee_cli.calls import oneshot
+    from emceepee_cli.errors import BackendError
 
     if pattern:
         patterns.compile_pattern(pattern)  # a bad pattern is refused before anything starts
@@ -85,8 +89,11 @@ def tools(
             return oneshot.tool_listing(backends.values(), pattern)
 
     out = anyio.run(listing)
+    failed = server is not None and any("error" in group for group in out["servers"])
     if json:
         render.as_json(out)
+        if failed:
+            raise typer.Exit(BackendError.exit_code)
         return
     rows = []
     for group in out["servers"]:
@@ -95,6 +102,8 @@ def tools(
         rows += [(group["server"], t["name"], _first_line(t["description"])) for t in group.get("tools", [])]
     empty = "No servers to start." if not specs else "No tools" + (f" match '{pattern}'." if pattern else ".")
     render.table(None, ("server", "tool", "description"), rows, empty=empty)
+    if failed:
+        raise typer.Exit(BackendError.exit_code)
 
 
 def _first_line(text: str) -> str:
@@ -158,6 +167,8 @@ def call(
                 hint = (
                     f"See how it is started: emceepee servers show {server} (emceepee doctor checks it too)."
                 )
+                if backend.refusal is not None:  # its server refused emceepee's credentials: what to set
+                    hint = backend.refusal.hint or hint
                 raise BackendUnavailable(exc.message, hint=hint) from None
             arguments = await oneshot.admit(
                 backend, tool, lambda listed: given | asking.pairs_for(listed.input_schema, pairs or [])

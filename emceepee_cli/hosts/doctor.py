@@ -331,7 +331,8 @@ async def backend_checks(
                 tail = "\n".join(oneshot.heard(backend)[-TAIL_LINES:])
                 error = backend.last_error or f"still {backend.status} after {wait_s:g} s"
                 detail = redact(error + (f"\nstderr:\n{tail}" if tail and tail not in error else ""))
-                checks[name] = Check("backend", name, "fail", detail, _try(backend.spec))
+                fix = backend.refusal.hint if backend.refusal is not None else _try(backend.spec)
+                checks[name] = Check("backend", name, "fail", detail, fix)
     return [checks[name] for name in loaded.servers if name in checks]
 
 
