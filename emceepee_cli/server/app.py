@@ -196,7 +196,8 @@ async def dispatch(
     """The tool's result, and whether it is our own (False: a backend's, passed through). The
     fast lane (server/fastlane.py) calls this too, so both lanes answer alike."""
     try:
-        tool, args = _checked(services, name, arguments)
+        target = None if name in TOOLS else await services.direct.resolve_started(name)
+        tool, args = _checked(name, arguments, target)
         out = await tool.handler(services, args, call)
     except EmceepeeError as exc:
         return error_result(exc), True
@@ -216,12 +217,12 @@ async def dispatch(
 
 
 def _checked(
-    services: Services, name: str, arguments: dict[str, Any] | None
+    name: str, arguments: dict[str, Any] | None, target: tuple[str, str] | None
 ) -> tuple[MetaTool, dict[str, Any]]:
     """The meta-tool called, and its arguments once they match its schema. A backend tool listed
-    directly (`server__tool`) is an execute_tool call, so it takes exactly the same path."""
+    directly (`server__tool`, resolved to `target`) is an execute_tool call, so it takes exactly
+    the same path."""
     tool = TOOLS.get(name)
-    target = services.direct.resolve(name) if tool is None else None
     if target is not None:
         server, backend_tool = target
         return TOOLS["execute_tool"], {"server": server, "tool": backend_tool, "args": arguments or {}}

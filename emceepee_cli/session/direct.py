@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import anyio
 import mcp_types as types
 
 from emceepee_cli.backends.backend import Backend, Status
@@ -27,6 +28,7 @@ from emceepee_cli.session.names import name_table
 log = logging.getLogger(__name__)
 
 LISTED = (Status.READY, Status.RESTARTING)  # a backend restarting keeps its names meanwhile
+START_WAIT_S = 10.0  # how long a call to a name not (yet) listed waits for exposed backends to start
 
 
 class Direct:
@@ -75,6 +77,19 @@ class Direct:
 
     def resolve(self, name: str) -> tuple[str, str] | None:
         return self.table().get(name)
+
+    async def resolve_started(self, name: str) -> tuple[str, str] | None:
+        """`resolve`, once the exposed backends still starting have started (bounded): a host that
+        calls a name it knows (from an earlier session, or the conformance suite) at once after
+        connecting finds the tool rather than "no tool", as `execute_tool` waits for its backend."""
+        found = self.resolve(name)
+        with anyio.move_on_after(START_WAIT_S):
+            for backend in [b for b in self.backends.values() if self.exposed(b)]:
+                if found is not None:
+                    break
+                await backend.wait_ready(START_WAIT_S, want=False)
+                found = self.resolve(name)
+        return found
 
     def tools(self) -> list[types.Tool]:
         table = self.table()

@@ -153,6 +153,7 @@ class Native:
     # ---- completion -------------------------------------------------------------------------
 
     async def complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
+        await self.settled()
         ref = params.ref
         argument = {"name": params.argument.name, "value": params.argument.value}
         context = params.context.arguments if params.context is not None else None

@@ -1,7 +1,8 @@
 """A call to a backend that is still starting waits for it as part of the call, through the real
 `serve`: within timeout_ms the result comes back directly, past it the call is a task that runs
 once the backend is up (or fails with why it did not start), and a host that gives up meanwhile
-leaves a trace. list_tools of that one backend answers with its status instead of waiting long."""
+leaves a trace. list_tools of that one backend answers with its status instead of waiting long. A
+host that calls a direct name or completes a prompt at once after connecting finds it too."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 
 from tests.support import (
+    EXAMPLES,
     HOSTILE,
     hostile_table,
     payload,
@@ -111,3 +114,53 @@ async def test_a_host_that_gives_up_while_the_backend_starts_leaves_a_trace(tmp_
     assert gave_up[0]["server"] == "late" and gave_up[0]["data"]["tool"] == "echo"
     assert gave_up[0]["data"]["waiting_for"] == "backend 'late' to start"
     assert tasks == []
+
+
+async def test_a_direct_name_and_a_prompt_used_at_once_after_connecting_wait_for_their_backends(
+    tmp_path: Path,
+) -> None:
+    # A host that knows the names already (from an earlier session; the MCP conformance suite)
+    # calls them before the backends are up: they are waited for, not "no tool" / "no prompt".
+    gate = tmp_path / "gate"
+    surface = f"until [ -e {gate} ]; do sleep 0.05; done; exec {sys.executable} {EXAMPLES / 'surface.py'}"
+    config = write_config(
+        tmp_path / "config.toml",
+        '[defaults]\nexpose = "direct"\n',
+        hostile_table("late", "--start-when", str(gate)),
+        f'[servers.notes]\ncommand = "sh"\nargs = ["-c", {json.dumps(surface)}]\n',
+    )
+    review = types.PromptReference(name="notes__review")
+    answers: dict[str, Any] = {}
+
+    async def early_call() -> None:
+        answers["echo"] = await client.call_tool("late__echo", {"text": "early"})
+
+    async def early_completion() -> None:
+        answers["completion"] = await client.complete(review, {"name": "language", "value": "py"})
+
+    async with serving(config) as client:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(early_call)
+                tg.start_soon(early_completion)
+                await client.send_ping()  # answered after both were read, while the backends wait
+                gate.touch()
+            servers = payload(await client.call_tool("list_servers", {}))["servers"]
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            again = await client.call_tool("late__echo", {"text": "again"})
+            meta = await client.call_tool(
+                "execute_tool", {"server": "late", "tool": "echo", "args": {"text": "m"}}
+            )
+            started = time.monotonic()
+            unknown = await client.call_tool("late__nothing", {})
+            unknown_s = time.monotonic() - started
+            prompt = await client.get_prompt("notes__review", {"language": "python"})
+            await still_answering(client)
+    assert {s["name"]: s["status"] for s in servers} == {"late": "ready", "notes": "ready"}
+    assert not answers["echo"].is_error and texts(answers["echo"]) == ["early"]
+    assert answers["completion"].completion.values[:1] == ["python"]
+    assert {"late__echo", "execute_tool"} <= listed
+    assert texts(again) == ["again"] and texts(meta) == ["m"]
+    assert unknown.is_error and "has no tool 'late__nothing'" in texts(unknown)[0]
+    assert unknown_s < 5  # every backend is up: an unknown name is refused at once
+    assert isinstance(prompt.messages[0].content, types.TextContent)
