@@ -15,6 +15,7 @@ from emceepee_cli.errors import ConfigError, NotFound, UsageError
 
 if TYPE_CHECKING:
     from emceepee_cli.config import ConfigProblem, ServerSpec
+    from emceepee_cli.hosts.catalog import Resolved
 
 EXAMPLE = "Example: emceepee servers add git -- uvx mcp-server-git --repository ~/src/app"
 
@@ -108,7 +109,9 @@ def add(fields: Fields, *, resolve: bool, replace: bool, config: Path | None) ->
 
 
 def _resolved(spec: ServerSpec, resolve: bool, warnings: list[str]) -> ServerSpec:
-    """The spec with a bare command that only this shell finds replaced by its full path."""
+    """The spec with a bare command replaced by its full path when this shell finds it and a host
+    would not run the same program (no program at all, or another one: the system's `python3`
+    instead of a venv's)."""
     from emceepee_cli.hosts import catalog
 
     assert spec.command is not None
@@ -121,28 +124,33 @@ def _resolved(spec: ServerSpec, resolve: bool, warnings: list[str]) -> ServerSpe
                 f"'{spec.command}' does not exist or is not executable; '{spec.name}' will fail to start."
             )
         return spec
-    if found.for_host:
+    if found.for_host and not found.elsewhere_for_host:
         return spec
-    shell_path = os.environ.get("PATH", "")
     if found.in_shell is None:
         warnings.append(
-            f"'{spec.command}' was not found on PATH (this shell's: {shell_path}; "
+            f"'{spec.command}' was not found on PATH (this shell's: {os.environ.get('PATH', '')}; "
             f"a host's: {found.host_path}). '{spec.name}' will fail to start until it is installed, "
             "or given as a full path."
         )
         return spec
-    if not resolve:
-        warnings.append(
-            f"'{spec.command}' is {found.in_shell} on this shell's PATH, but not on the PATH an MCP host "
-            f"usually gives emceepee ({found.host_path}): a host will not find it. "
-            "Kept as typed (--no-resolve)."
+    warnings.append(_resolution(found, resolve))
+    return replace(spec, command=found.in_shell) if resolve else spec
+
+
+def _resolution(found: Resolved, resolve: bool) -> str:
+    """What `servers add` says when a host would not run what this shell runs."""
+    here = f"'{found.command}' is {found.in_shell} on this shell's PATH"
+    if found.for_host:
+        there = (
+            f"{here}, but a host, with the PATH it usually gives emceepee ({found.host_path}), "
+            f"would run {found.for_host} instead"
         )
-        return spec
-    warnings.append(
-        f"'{spec.command}' is not on the PATH an MCP host usually gives emceepee ({found.host_path}); "
-        f"saved its full path {found.in_shell} (found on this shell's PATH). --no-resolve keeps the name."
-    )
-    return replace(spec, command=found.in_shell)
+    else:
+        there = f"{here}, but not on the PATH an MCP host usually gives emceepee ({found.host_path})"
+    if not resolve:
+        ending = "" if found.for_host else ": a host will not find it"
+        return f"{there}{ending}. Kept as typed (--no-resolve)."
+    return f"{there}; saved its full path {found.in_shell}. --no-resolve keeps the name."
 
 
 def _unset(spec: ServerSpec) -> list[str]:

@@ -89,7 +89,9 @@ def add(
     no_resolve: Annotated[
         bool,
         typer.Option(
-            "--no-resolve", help="Keep a bare command name as typed, even if a host would not find it."
+            "--no-resolve",
+            help="Keep a bare command name as typed, even if a host would not find it or would run "
+            "another program by that name.",
         ),
     ] = False,
     replace: Annotated[bool, typer.Option(help="Replace a server of the same name.")] = False,
@@ -101,8 +103,8 @@ def add(
     E.g. `emceepee servers add git -- uvx mcp-server-git`, or `--url https://…`.
 
     Everything after `--` is the command and its arguments, as they are; everything before it is
-    emceepee's. A bare command name found only on this shell's PATH (not on the PATH a host gives
-    emceepee) is saved as its full path, and said so.
+    emceepee's. A bare command name that a host would not find, or would find elsewhere (the
+    system's python3 rather than a venv's), is saved as its full path in this shell, and said so.
     """
     from emceepee_cli.cli import editing
 

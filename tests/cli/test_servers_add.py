@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
 
 from emceepee_cli.config import load_config
 from tests.cli.clirun import cli
-from tests.support import write_config
+from tests.support import EXAMPLES, write_config
 
 
 @pytest.fixture
@@ -169,3 +170,73 @@ def test_show_names_an_unknown_server_with_the_known_ones(config: Path) -> None:
     cli("servers", "add", "fs", "--", "cmd")
     done = cli("servers", "show", "gh")
     assert done.code == 2 and "Unknown server 'gh'" in done.err and "fs" in done.err
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home of this test's own: the hosts' files read are the ones the test writes."""
+    folder = tmp_path / "home"
+    folder.mkdir()
+    monkeypatch.setenv("HOME", str(folder))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
+    return folder
+
+
+@pytest.fixture
+def two_pythons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path) -> tuple[Path, Path]:
+    """A venv's `python3` first on this shell's PATH; another `python3` (without the venv's
+    packages) on the PATH a host gives emceepee, which this shell has too, later."""
+    venv_bin, system_bin = tmp_path / "venv" / "bin", tmp_path / "system-bin"
+    for folder, body in ((venv_bin, f'exec {sys.executable} "$@"'), (system_bin, "exit 1")):
+        folder.mkdir(parents=True)
+        script = folder / "python3"
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("EMCEEPEE_HOST_PATH", f"{system_bin}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    monkeypatch.setenv("PATH", f"{venv_bin}{os.pathsep}{system_bin}{os.pathsep}{os.environ['PATH']}")
+    return venv_bin, system_bin
+
+
+def test_a_venvs_python_is_saved_by_its_full_path_when_a_host_would_run_another(
+    config: Path, two_pythons: tuple[Path, Path]
+) -> None:
+    venv_bin, system_bin = two_pythons
+    done = cli("servers", "add", "echo", "--", "python3", str(EXAMPLES / "echo.py"))
+    assert done.code == 0 and load_config(config).servers["echo"].command == str(venv_bin / "python3")
+    assert f"'python3' is {venv_bin / 'python3'} on this shell's PATH" in done.err
+    assert f"would run {system_bin / 'python3'} instead" in done.err and "--no-resolve keeps" in done.err
+
+
+def test_no_resolve_keeps_the_name_and_names_the_program_a_host_would_run(
+    config: Path, two_pythons: tuple[Path, Path]
+) -> None:
+    _, system_bin = two_pythons
+    done = cli("servers", "add", "echo", "--no-resolve", "--", "python3", str(EXAMPLES / "echo.py"))
+    assert done.code == 0 and load_config(config).servers["echo"].command == "python3"
+    assert f"would run {system_bin / 'python3'} instead. Kept as typed (--no-resolve)." in done.err
+
+
+def test_the_venvs_python_passes_doctor_and_the_name_kept_as_typed_fails_it(
+    config: Path, two_pythons: tuple[Path, Path]
+) -> None:
+    """What the README's echo example does from a venv: the host's `python3` is another one."""
+    cli("servers", "add", "echo", "--", "python3", str(EXAMPLES / "echo.py"))
+    cli("servers", "add", "kept", "--no-resolve", "--", "python3", str(EXAMPLES / "echo.py"))
+    doctor = cli("doctor", "--json", "--wait", "20")
+    checks = {c["name"]: c for c in doctor.json()["checks"] if c["area"] == "backend"}
+    assert checks["echo"]["state"] == "ok" and checks["kept"]["state"] == "fail", checks
+
+
+def test_a_folder_reached_through_a_link_is_the_same_folder(
+    config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`/bin` and `/usr/bin` on a merged-/usr system: one program, kept by its name, no warning."""
+    real = tmp_path / "usr-bin"
+    real.mkdir()
+    (real / "tool").write_text("#!/bin/sh\n")
+    (real / "tool").chmod(0o755)
+    (tmp_path / "bin").symlink_to(real)
+    monkeypatch.setenv("EMCEEPEE_HOST_PATH", str(real))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    done = cli("servers", "add", "x", "--", "tool")
+    assert done.code == 0 and load_config(config).servers["x"].command == "tool" and done.err == ""
