@@ -154,13 +154,22 @@ def _resolution(found: Resolved, resolve: bool) -> str:
 
 
 def _unset(spec: ServerSpec) -> list[str]:
+    """A warning for a `${VAR}` that neither this shell nor any host's entry for emceepee sets."""
+    from emceepee_cli.hosts import entry_env
+
     try:
         spec.expanded()
-    except ConfigError as exc:
-        return [
-            f'{exc.message} emceepee expands ${{VAR}} from its own environment: set it in the "env" block '
-            "of emceepee's entry in your MCP host's config. Until it is set, the server stays off."
-        ]
+    except ConfigError:
+        hosts = entry_env.read()
+        try:
+            spec.expanded({**{name: var.value for name, var in hosts.found.items()}, **os.environ})
+        except ConfigError as exc:
+            files = f" ({', '.join(map(str, hosts.files))})" if hosts.files else ""
+            return [
+                f"{exc.message} emceepee expands ${{VAR}} from its own environment: set it in the "
+                f"\"env\" block of emceepee's entry in your MCP host's config{files}. Until it is set, "
+                "the server stays off."
+            ]
     return []
 
 

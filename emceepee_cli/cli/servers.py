@@ -15,6 +15,7 @@ from typer.core import TyperCommand
 
 from emceepee_cli.cli.framework.options import ConfigOpt, JsonOpt
 from emceepee_cli.cli.framework.typer_api import Context
+from emceepee_cli.cli.host_vars import from_hosts
 from emceepee_cli.cli.server_rows import find_row, raw_servers, rows_of, server_row, target
 from emceepee_cli.cli.terminal import render
 
@@ -50,9 +51,11 @@ def list_(config: ConfigOpt = None, json: JsonOpt = False) -> None:
     from emceepee_cli import paths
 
     path = paths.config_path(config)
-    rows, general = rows_of(path)
+    with from_hosts(path) as from_host_files:
+        rows, general = rows_of(path)
     if json:
         out: dict[str, Any] = {"servers": rows, "config_problems": general, "config": str(path)}
+        out["variables_from_hosts"] = from_host_files
         render.as_json(out)
         return
     render.table(
@@ -150,9 +153,11 @@ def disable(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> N
 
 
 def _switch(name: str, on: bool, config: Path | None, json: bool) -> None:
+    from emceepee_cli import paths
     from emceepee_cli.cli import editing
 
-    path, changed, problems = editing.switch(name, on, config)
+    with from_hosts(paths.config_path(config)):
+        path, changed, problems = editing.switch(name, on, config)
     state = "enabled" if on else "disabled"
     if json:
         render.as_json(
@@ -173,9 +178,15 @@ def show(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> None
     """
     from emceepee_cli import paths
     from emceepee_cli.cli import editing
+    from emceepee_cli.hosts.entry_env import referred
 
     path = paths.config_path(config)
-    details = editing.details(find_row(name, path), raw_servers(path).get(name, {}), path)
+    with from_hosts(path) as from_host_files:
+        table = raw_servers(path).get(name, {})
+        details = editing.details(find_row(name, path), table, path)
+    used = {var: file for var, file in from_host_files.items() if var in referred(table)}
+    if used:
+        details["variables_from_hosts"] = used
     if json:
         render.as_json({"server": details})
         return
