@@ -97,6 +97,14 @@ def add(
             "another program by that name.",
         ),
     ] = False,
+    allow_secrets: Annotated[
+        bool,
+        typer.Option(
+            "--allow-secrets",
+            help="Save -e, -H and --url values that look like secrets as typed (else refused, "
+            "with the ${VAR} form to use).",
+        ),
+    ] = False,
     replace: Annotated[bool, typer.Option(help="Replace a server of the same name.")] = False,
     config: ConfigOpt = None,
     json: JsonOpt = False,
@@ -108,12 +116,15 @@ def add(
     Everything after `--` is the command and its arguments, as they are; everything before it is
     emceepee's. A bare command name that a host would not find, or would find elsewhere (the
     system's python3 rather than a venv's), is saved as its full path in this shell, and said so.
+    A value that looks like a secret is refused, with the ${VAR} form to use instead.
     """
     from emceepee_cli.cli import editing
 
     command: list[str] | None = ctx.meta.get("after_dashdash")
     fields = editing.Fields(name, command, url, env or [], header or [], cwd, protocol, not disabled)
-    added = editing.add(fields, resolve=not no_resolve, replace=replace, config=config)
+    added = editing.add(
+        fields, resolve=not no_resolve, replace=replace, config=config, allow_secrets=allow_secrets
+    )
     if json:
         render.as_json(
             {"added": server_row(added.spec), "config": str(added.path), "warnings": added.warnings}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,66 @@ def test_a_folder_reached_through_a_link_is_the_same_folder(
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     done = cli("servers", "add", "x", "--", "tool")
     assert done.code == 0 and load_config(config).servers["x"].command == "tool" and done.err == ""
+
+
+SECRET = "sk-live-0123456789abcdefXYZ"
+
+
+@pytest.mark.parametrize(
+    ("typed", "option", "form"),
+    [
+        (["-e", f"API_KEY={SECRET}", "--", "npx", "srv"], "--env API_KEY", "-e 'API_KEY=${API_KEY}'"),
+        (
+            ["--url", "https://h/mcp", "-H", f"Authorization=Bearer {SECRET}"],
+            "--header Authorization",
+            "-H 'Authorization=Bearer ${API_AUTHORIZATION}'",
+        ),
+        (["--url", f"https://h/mcp?api_key={SECRET}"], "--url", "--url '${API_URL}'"),
+    ],
+)
+def test_a_secret_looking_value_is_refused_with_the_var_form_to_use_and_nothing_is_written(
+    config: Path, home: Path, typed: list[str], option: str, form: str
+) -> None:
+    done = cli("servers", "add", "api", *typed)
+    as_json = cli("servers", "add", "api", "--json", *typed)
+    assert done.code == 2 and f"the value of {option} looks like a secret" in done.err
+    assert "(here: none yet: `emceepee install HOST` adds one)" in done.err
+    assert form in done.err and "Nothing was written" in done.err and "--allow-secrets" in done.err
+    assert as_json.code == 2 and as_json.json()["error"]["type"] == "UsageError"
+    assert SECRET not in done.err + done.out + as_json.out and not config.exists()
+
+
+def test_the_refusal_names_the_files_where_the_value_goes_and_keeps_the_other_options(
+    config: Path, home: Path
+) -> None:
+    cursor = home / ".cursor" / "mcp.json"
+    cursor.parent.mkdir(parents=True)
+    cursor.write_text('{"mcpServers": {"emceepee": {"command": "emceepee", "args": ["serve"]}}}')
+    done = cli(
+        "servers",
+        "add",
+        "gh",
+        "--disabled",
+        "-e",
+        "DEBUG=1",
+        "-e",
+        f"GITHUB_TOKEN={SECRET}",
+        "--",
+        "npx",
+        "gh",
+    )
+    assert done.code == 2 and f"(here: {cursor})" in done.err
+    assert (
+        "emceepee servers add gh -e DEBUG=1 -e 'GITHUB_TOKEN=${GITHUB_TOKEN}' --disabled -- npx gh"
+        in done.err
+    )
+    assert SECRET not in done.err and not config.exists()
+
+
+def test_allow_secrets_saves_the_value_as_typed_and_a_reference_needs_no_permission(config: Path) -> None:
+    allowed = cli("servers", "add", "a", "--allow-secrets", "-e", f"API_KEY={SECRET}", "--", "cmd")
+    referred = cli("servers", "add", "b", "-e", "API_KEY=${API_KEY}", "--", "cmd")
+    plain = cli("servers", "add", "c", "-e", "DEBUG=1", "-e", "MODE=fast", "--", "cmd")
+    servers = tomllib.loads(config.read_text())["servers"]
+    assert allowed.code == referred.code == plain.code == 0
+    assert servers["a"]["env"] == {"API_KEY": SECRET} and servers["b"]["env"] == {"API_KEY": "${API_KEY}"}
