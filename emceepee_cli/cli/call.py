@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from emceepee_cli.cli.framework.options import ConfigOpt, JsonOpt
+from emceepee_cli.cli.host_vars import from_hosts
 from emceepee_cli.cli.terminal import render
 
 if TYPE_CHECKING:
@@ -48,6 +49,24 @@ def _specs(loaded: Config, server: str | None) -> list[ServerSpec]:
     return [replace(spec, enabled=True)]
 
 
+def _unstartable(loaded: Config) -> list[dict[str, Any]]:
+    """A group for each server switched on that the config cannot start (a broken table, a
+    `${VAR}` set nowhere), with the reason: `tools` lists it rather than leave it out."""
+    from emceepee_cli.cli.server_rows import problem_text, raw_servers
+
+    tables = raw_servers(loaded.path)
+    broken: dict[str, list[str]] = {}
+    for problem in loaded.problems:
+        name = problem.server
+        if (
+            name is not None
+            and name not in loaded.servers
+            and tables.get(name, {}).get("enabled") is not False
+        ):
+            broken.setdefault(name, []).append(problem_text(problem, loaded.path))
+    return [{"server": name, "status": "invalid", "error": "; ".join(why)} for name, why in broken.items()]
+
+
 def tools(
     server: Annotated[
         str | None,
@@ -70,25 +89,15 @@ def tools(
 ) -> None:
     """List the backends' tools (started for the command, then stopped).
 
-    Exits 3 if the server named could not be started (what went wrong is shown with it).
+    A server that cannot be started is listed with the reason. Exits 3 if the server named could
+    not be started. A ${VAR} this shell lacks is taken from emceepee's entry in the hosts' configs.
     """
-    import anyio
-
-    from emceepee_cli import config as config_mod
     from emceepee_cli import paths, patterns
-    from emceepee_cli.calls import oneshot
     from emceepee_cli.errors import BackendError
 
     if pattern:
         patterns.compile_pattern(pattern)  # a bad pattern is refused before anything starts
-    loaded = config_mod.load_config(paths.config_path(config))
-    specs = _specs(loaded, server)
-
-    async def listing() -> dict[str, Any]:
-        async with oneshot.started(specs, wait_s=wait) as backends:
-            return oneshot.tool_listing(backends.values(), pattern)
-
-    out = anyio.run(listing)
+    out = _listing(paths.config_path(config), server, pattern, wait)
     failed = server is not None and any("error" in group for group in out["servers"])
     if json:
         render.as_json(out)
@@ -100,10 +109,33 @@ def tools(
         if "error" in group:
             rows.append((group["server"], f"({group['status']})", group["error"]))
         rows += [(group["server"], t["name"], _first_line(t["description"])) for t in group.get("tools", [])]
-    empty = "No servers to start." if not specs else "No tools" + (f" match '{pattern}'." if pattern else ".")
+    matching = f" match '{pattern}'." if pattern else "."
+    empty = "No tools" + matching if out["servers"] else "No servers to start."
     render.table(None, ("server", "tool", "description"), rows, empty=empty)
     if failed:
         raise typer.Exit(BackendError.exit_code)
+
+
+def _listing(path: Path, server: str | None, pattern: str | None, wait: float) -> dict[str, Any]:
+    """What `list_tools` returns for the servers `tools` starts; with no server named, each one
+    that cannot be started is listed too, with the reason."""
+    import anyio
+
+    from emceepee_cli import config as config_mod
+    from emceepee_cli.calls import oneshot
+
+    with from_hosts(path):
+        loaded = config_mod.load_config(path)
+        specs = _specs(loaded, server)
+
+        async def listing() -> dict[str, Any]:
+            async with oneshot.started(specs, wait_s=wait) as backends:
+                return oneshot.tool_listing(backends.values(), pattern)
+
+        out = anyio.run(listing)
+    if server is None:
+        out["servers"] += _unstartable(loaded)
+    return out
 
 
 def _first_line(text: str) -> str:
@@ -154,11 +186,10 @@ def call(
     from emceepee_cli.cli import asking
     from emceepee_cli.errors import BackendUnavailable
 
-    loaded = config_mod.load_config(paths.config_path(config))
-    specs = _specs(loaded, server)
+    path = paths.config_path(config)
     given = asking.parse_args(args)
 
-    async def run() -> types.CallToolResult:
+    async def run(specs: list[ServerSpec]) -> types.CallToolResult:
         async with oneshot.started(specs, ask=asking.ask, wait_s=wait) as backends:
             backend = backends[server]
             try:
@@ -178,7 +209,10 @@ def call(
             finally:
                 render.clear_status()
 
-    _show(anyio.run(run), json, out, tool)
+    with from_hosts(path):
+        loaded = config_mod.load_config(path)
+        result = anyio.run(run, _specs(loaded, server))
+    _show(result, json, out, tool)
 
 
 def _show(result: types.CallToolResult, json: bool, out: Path, tool: str) -> None:

@@ -15,6 +15,7 @@ from typer.core import TyperCommand
 
 from emceepee_cli.cli.framework.options import ConfigOpt, JsonOpt
 from emceepee_cli.cli.framework.typer_api import Context
+from emceepee_cli.cli.host_vars import from_hosts
 from emceepee_cli.cli.server_rows import find_row, raw_servers, rows_of, server_row, target
 from emceepee_cli.cli.terminal import render
 
@@ -50,9 +51,11 @@ def list_(config: ConfigOpt = None, json: JsonOpt = False) -> None:
     from emceepee_cli import paths
 
     path = paths.config_path(config)
-    rows, general = rows_of(path)
+    with from_hosts(path) as from_host_files:
+        rows, general = rows_of(path)
     if json:
         out: dict[str, Any] = {"servers": rows, "config_problems": general, "config": str(path)}
+        out["variables_from_hosts"] = from_host_files
         render.as_json(out)
         return
     render.table(
@@ -89,7 +92,17 @@ def add(
     no_resolve: Annotated[
         bool,
         typer.Option(
-            "--no-resolve", help="Keep a bare command name as typed, even if a host would not find it."
+            "--no-resolve",
+            help="Keep a bare command name as typed, even if a host would not find it or would run "
+            "another program by that name.",
+        ),
+    ] = False,
+    allow_secrets: Annotated[
+        bool,
+        typer.Option(
+            "--allow-secrets",
+            help="Save -e, -H and --url values that look like secrets as typed (else refused, "
+            "with the ${VAR} form to use).",
         ),
     ] = False,
     replace: Annotated[bool, typer.Option(help="Replace a server of the same name.")] = False,
@@ -101,14 +114,17 @@ def add(
     E.g. `emceepee servers add git -- uvx mcp-server-git`, or `--url https://…`.
 
     Everything after `--` is the command and its arguments, as they are; everything before it is
-    emceepee's. A bare command name found only on this shell's PATH (not on the PATH a host gives
-    emceepee) is saved as its full path, and said so.
+    emceepee's. A bare command name that a host would not find, or would find elsewhere (the
+    system's python3 rather than a venv's), is saved as its full path in this shell, and said so.
+    A value that looks like a secret is refused, with the ${VAR} form to use instead.
     """
     from emceepee_cli.cli import editing
 
     command: list[str] | None = ctx.meta.get("after_dashdash")
     fields = editing.Fields(name, command, url, env or [], header or [], cwd, protocol, not disabled)
-    added = editing.add(fields, resolve=not no_resolve, replace=replace, config=config)
+    added = editing.add(
+        fields, resolve=not no_resolve, replace=replace, config=config, allow_secrets=allow_secrets
+    )
     if json:
         render.as_json(
             {"added": server_row(added.spec), "config": str(added.path), "warnings": added.warnings}
@@ -148,9 +164,11 @@ def disable(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> N
 
 
 def _switch(name: str, on: bool, config: Path | None, json: bool) -> None:
+    from emceepee_cli import paths
     from emceepee_cli.cli import editing
 
-    path, changed, problems = editing.switch(name, on, config)
+    with from_hosts(paths.config_path(config)):
+        path, changed, problems = editing.switch(name, on, config)
     state = "enabled" if on else "disabled"
     if json:
         render.as_json(
@@ -171,9 +189,15 @@ def show(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> None
     """
     from emceepee_cli import paths
     from emceepee_cli.cli import editing
+    from emceepee_cli.hosts.entry_env import referred
 
     path = paths.config_path(config)
-    details = editing.details(find_row(name, path), raw_servers(path).get(name, {}), path)
+    with from_hosts(path) as from_host_files:
+        table = raw_servers(path).get(name, {})
+        details = editing.details(find_row(name, path), table, path)
+    used = {var: file for var, file in from_host_files.items() if var in referred(table)}
+    if used:
+        details["variables_from_hosts"] = used
     if json:
         render.as_json({"server": details})
         return

@@ -22,6 +22,12 @@ class RefError(Exception):
         self.field, self.reason, self.hint = field_name, reason, hint
 
 
+def references(value: str) -> list[str]:
+    """The variable names `value` refers to as `${NAME}` (well-formed ones only; `$${` is no reference)."""
+    closed = (match for match in _REF.finditer(value) if match.group("close"))
+    return [match.group("name") for match in closed if _VAR_NAME.fullmatch(match.group("name"))]
+
+
 def expand(field_name: str, value: str, environ: Mapping[str, str] | None) -> str:
     """`value` with each `${NAME}` replaced and each `$${` unescaped; errors name `field_name`."""
 

@@ -191,6 +191,23 @@ class Resolved:
     def bare(self) -> bool:
         return os.sep not in self.command and not (os.altsep and os.altsep in self.command)
 
+    @property
+    def elsewhere_for_host(self) -> bool:
+        """A host would run another program than this shell does: both find one, but not the same.
+
+        Compared by the folder each is found in (its links resolved) and the name, never by the
+        file the name links to: a venv's `python3` links to the system's, yet runs with the venv's
+        packages; an nvm `node` or a pyenv shim differs by folder too. `/bin` and `/usr/bin` on a
+        merged-/usr system are one folder."""
+        if self.for_host is None or self.in_shell is None:
+            return False
+        return _where(self.for_host) != _where(self.in_shell)
+
+
+def _where(found: str) -> tuple[str, str]:
+    folder, name = os.path.split(os.path.abspath(found))
+    return os.path.realpath(folder), name
+
 
 def resolve(command: str, *, for_host: str | None = None, shell_path: str | None = None) -> Resolved:
     """Where `command` is found on a host's PATH (`for_host`, default `host_path()`) and on this

@@ -55,6 +55,41 @@ def looks_secret(name: str, value: str) -> bool:
     return random and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
 
 
+@dataclass(frozen=True)
+class Secret:
+    """A value of a server that looks like a secret: where it is, and the `${VAR}` form to write
+    instead (the value itself is not kept)."""
+
+    field: str  # env.NAME, headers.NAME or url
+    var: str
+    form: str
+
+
+_SCHEME = re.compile(r"(?:Bearer|Basic|Token)\s+(?=\S)", re.I)
+
+
+def secrets_in(spec: ServerSpec) -> list[Secret]:
+    """The values of `spec` that `import` would keep out of emceepee's config (env, headers, url),
+    each with its `${VAR}`: named after the variable for env, after server and key otherwise (as
+    `import` names them). An Authorization scheme (`Bearer …`) stays outside the reference."""
+    found = [
+        _secret(f"env.{key}", env_name(key)) for key, value in spec.env.items() if looks_secret(key, value)
+    ]
+    for key, value in spec.headers.items():
+        if looks_secret(key, value):
+            scheme = _SCHEME.match(value)
+            found.append(
+                _secret(f"headers.{key}", env_name(spec.name, key), scheme.group(0) if scheme else "")
+            )
+    if spec.url is not None and looks_secret("url", spec.url):
+        found.append(_secret("url", env_name(spec.name, "url")))
+    return found
+
+
+def _secret(field_name: str, var: str, scheme: str = "") -> Secret:
+    return Secret(field_name, var, f"{scheme}${{{var}}}")
+
+
 def env_name(*parts: str) -> str:
     name = re.sub(r"[^A-Za-z0-9]+", "_", "_".join(parts)).strip("_").upper()
     return name if name and not name[0].isdigit() else f"V_{name}"

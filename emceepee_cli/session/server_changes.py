@@ -10,14 +10,14 @@ model_adds_servers` says what either does when the model calls it:
   skip the person is the user writing `allow`.
 - `allow`: done at once. `deny`: refused at once.
 
-Lifecycle of an approved change: checked first (a name taken, a spec the config could not hold:
-refused before anyone is asked) → asked as emceepee's own question (`server` "emceepee", purpose
-"approval", `approval.change` naming the tool, showing exactly what would run and only the names
-of env and headers) → forwarded to the host or parked → a background job waits for the answer and
-makes the change once it is accepted. The model's call waits for that up to its timeout (a host
-that sent a progressToken hears a heartbeat meanwhile); past it,
-the model is told the request id and how a person approves, and hears the outcome later as a
-`server_change` event. Declined, expired or withdrawn: nothing started, nothing written.
+Lifecycle of an approved change: checked first (a name taken, a spec the config could not hold,
+a secret-looking value it would save: refused before anyone is asked) → asked as emceepee's own
+question (`server` "emceepee", purpose "approval", `approval.change` naming the tool, showing
+exactly what would run and only the names of env and headers) → forwarded to the host or parked
+→ a background job waits for the answer and makes the change once it is accepted. The model's
+call waits for that up to its timeout (a host that sent a progressToken hears a heartbeat
+meanwhile); past it, the model is told the request id and how a person approves, and hears the
+outcome later as a `server_change` event. Declined, expired or withdrawn: nothing started, nothing written.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from emceepee_cli.calls.call import Relay
 from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.config.load import RESERVED_NAME
 from emceepee_cli.errors import EmceepeeError, UsageError
-from emceepee_cli.hosts.importing import looks_secret
+from emceepee_cli.hosts.importing import looks_secret, secrets_in
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.session.registry import Registry
 from emceepee_cli.session.servers import server_row
@@ -88,6 +88,8 @@ class ServerChanges:
         self._refuse_if_denied("add_server", spec.name, f"emceepee servers add {spec.name} -- <command>")
         self._refuse_if_awaiting(spec.name)
         self.registry.check_new(spec)  # before anyone is asked: a change that cannot be made is not
+        if persist:
+            _refuse_secrets(spec)
         saved = (
             " and be saved to emceepee's config (so it starts whenever emceepee does)"
             if persist
@@ -224,6 +226,24 @@ class ServerChanges:
         if change.error is not None:
             raise change.error
         return outcome(change, request_id)
+
+
+def _refuse_secrets(spec: ServerSpec) -> None:
+    """A secret the model gives is not written into emceepee's config (as `import` and `servers add`
+    keep it out): the `${VAR}` form to use, and where a person puts the value."""
+    found = secrets_in(spec)
+    if not found:
+        return
+    fields = ", ".join(secret.field for secret in found)
+    forms = ", ".join(f"{secret.field} = {secret.form!r}" for secret in found)
+    raise UsageError(
+        f"add_server('{spec.name}') would write a secret into emceepee's config file ({fields} looks "
+        "like one). Nothing was started, written or asked.",
+        hint=f"Refer to it instead ({forms}) and ask the user to set "
+        + ", ".join(secret.var for secret in found)
+        + " in the \"env\" block of emceepee's entry in their MCP client's config, then restart the "
+        "client; or call add_server with persist=false, which runs it without saving anything.",
+    )
 
 
 def approvers(defaults: Defaults) -> tuple[str, ...]:

@@ -2,8 +2,10 @@
 
 The home has what the examples assume of a reader's machine: a Cursor config with a server in it
 (for `import`), `uvx` on the PATH (a stand-in that runs the example backend), and a host's PATH
-that has it too. `emceepee demo` (tests/cli/test_demo.py) and `emceepee serve` (it waits for a
-host) are tested elsewhere.
+that has it too. The shell is in the README's venv, whose `python3` comes first; the host's PATH
+finds another `python3`, without the venv's packages, so the echo example passes `doctor` only
+when `servers add` saved the venv's. `emceepee demo` (tests/cli/test_demo.py) and `emceepee
+serve` (it waits for a host) are tested elsewhere.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.clirun import VENV_BIN
 from tests.support import EXAMPLES, ROOT
 
 ELSEWHERE = ("demo", "serve")
@@ -32,27 +35,28 @@ def readme_commands() -> list[str]:
 
 @pytest.fixture
 def machine(tmp_path: Path) -> dict[str, str]:
-    home, tools = tmp_path / "home", tmp_path / "bin"
+    home, tools, system = tmp_path / "home", tmp_path / "bin", tmp_path / "system-bin"
     (home / ".cursor").mkdir(parents=True)
     (home / ".cursor" / "mcp.json").write_text(
         json.dumps({"mcpServers": {"fetch": {"command": "uvx", "args": ["mcp-server-fetch"]}}})
     )
-    tools.mkdir()
-    for name, target in (
-        ("uvx", f"{shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLES / 'echo.py'))}"),
-        ("python3", shlex.quote(sys.executable) + ' "$@"'),
+    for folder, name, body in (
+        (tools, "uvx", f"exec {shlex.quote(sys.executable)} {shlex.quote(str(EXAMPLES / 'echo.py'))}"),
+        (system, "python3", "echo \"ModuleNotFoundError: No module named 'mcp'\" >&2; exit 1"),
     ):
-        script = tools / name
-        script.write_text(f"#!/bin/sh\nexec {target}\n")
+        folder.mkdir(exist_ok=True)
+        script = folder / name
+        script.write_text(f"#!/bin/sh\n{body}\n")
         script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    path = f"{tools}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin"
+    system_path = f"{system}{os.pathsep}/usr/bin:/bin"
     return {
         **os.environ,
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home / ".config"),
         "EMCEEPEE_HOME": str(tmp_path / "emceepee"),
-        "PATH": path,
-        "EMCEEPEE_HOST_PATH": path,
+        # a shell in the README's venv; `uvx` is the stand-in for both (a venv may hold a real one)
+        "PATH": f"{tools}{os.pathsep}{VENV_BIN}{os.pathsep}{system_path}",
+        "EMCEEPEE_HOST_PATH": f"{tools}{os.pathsep}{system_path}",  # another python3, without mcp
     }
 
 
@@ -88,4 +92,6 @@ def test_every_readme_example_runs_as_written(machine: dict[str, str]) -> None:
         text=True,
         timeout=60,
     )
-    assert {s["name"] for s in json.loads(listed.stdout)["servers"]} >= {"git", "remote", "echo", "fetch"}
+    servers = {s["name"]: s for s in json.loads(listed.stdout)["servers"]}
+    assert set(servers) >= {"git", "remote", "echo", "fetch"}
+    assert servers["echo"]["command"] == str(Path(VENV_BIN) / "python3")  # so `doctor` passed it

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from emceepee_cli.config import load_config
 from tests.cli.clirun import cli
-from tests.support import write_config
+from tests.support import EXAMPLES, write_config
 
 
 @pytest.fixture
@@ -169,3 +171,136 @@ def test_show_names_an_unknown_server_with_the_known_ones(config: Path) -> None:
     cli("servers", "add", "fs", "--", "cmd")
     done = cli("servers", "show", "gh")
     assert done.code == 2 and "Unknown server 'gh'" in done.err and "fs" in done.err
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home of this test's own: the hosts' files read are the ones the test writes."""
+    folder = tmp_path / "home"
+    folder.mkdir()
+    monkeypatch.setenv("HOME", str(folder))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
+    return folder
+
+
+@pytest.fixture
+def two_pythons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path) -> tuple[Path, Path]:
+    """A venv's `python3` first on this shell's PATH; another `python3` (without the venv's
+    packages) on the PATH a host gives emceepee, which this shell has too, later."""
+    venv_bin, system_bin = tmp_path / "venv" / "bin", tmp_path / "system-bin"
+    for folder, body in ((venv_bin, f'exec {sys.executable} "$@"'), (system_bin, "exit 1")):
+        folder.mkdir(parents=True)
+        script = folder / "python3"
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("EMCEEPEE_HOST_PATH", f"{system_bin}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    monkeypatch.setenv("PATH", f"{venv_bin}{os.pathsep}{system_bin}{os.pathsep}{os.environ['PATH']}")
+    return venv_bin, system_bin
+
+
+def test_a_venvs_python_is_saved_by_its_full_path_when_a_host_would_run_another(
+    config: Path, two_pythons: tuple[Path, Path]
+) -> None:
+    venv_bin, system_bin = two_pythons
+    done = cli("servers", "add", "echo", "--", "python3", str(EXAMPLES / "echo.py"))
+    assert done.code == 0 and load_config(config).servers["echo"].command == str(venv_bin / "python3")
+    assert f"'python3' is {venv_bin / 'python3'} on this shell's PATH" in done.err
+    assert f"would run {system_bin / 'python3'} instead" in done.err and "--no-resolve keeps" in done.err
+
+
+def test_no_resolve_keeps_the_name_and_names_the_program_a_host_would_run(
+    config: Path, two_pythons: tuple[Path, Path]
+) -> None:
+    _, system_bin = two_pythons
+    done = cli("servers", "add", "echo", "--no-resolve", "--", "python3", str(EXAMPLES / "echo.py"))
+    assert done.code == 0 and load_config(config).servers["echo"].command == "python3"
+    assert f"would run {system_bin / 'python3'} instead. Kept as typed (--no-resolve)." in done.err
+
+
+def test_the_venvs_python_passes_doctor_and_the_name_kept_as_typed_fails_it(
+    config: Path, two_pythons: tuple[Path, Path]
+) -> None:
+    """What the README's echo example does from a venv: the host's `python3` is another one."""
+    cli("servers", "add", "echo", "--", "python3", str(EXAMPLES / "echo.py"))
+    cli("servers", "add", "kept", "--no-resolve", "--", "python3", str(EXAMPLES / "echo.py"))
+    doctor = cli("doctor", "--json", "--wait", "20")
+    checks = {c["name"]: c for c in doctor.json()["checks"] if c["area"] == "backend"}
+    assert checks["echo"]["state"] == "ok" and checks["kept"]["state"] == "fail", checks
+
+
+def test_a_folder_reached_through_a_link_is_the_same_folder(
+    config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`/bin` and `/usr/bin` on a merged-/usr system: one program, kept by its name, no warning."""
+    real = tmp_path / "usr-bin"
+    real.mkdir()
+    (real / "tool").write_text("#!/bin/sh\n")
+    (real / "tool").chmod(0o755)
+    (tmp_path / "bin").symlink_to(real)
+    monkeypatch.setenv("EMCEEPEE_HOST_PATH", str(real))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    done = cli("servers", "add", "x", "--", "tool")
+    assert done.code == 0 and load_config(config).servers["x"].command == "tool" and done.err == ""
+
+
+SECRET = "sk-live-0123456789abcdefXYZ"
+
+
+@pytest.mark.parametrize(
+    ("typed", "option", "form"),
+    [
+        (["-e", f"API_KEY={SECRET}", "--", "npx", "srv"], "--env API_KEY", "-e 'API_KEY=${API_KEY}'"),
+        (
+            ["--url", "https://h/mcp", "-H", f"Authorization=Bearer {SECRET}"],
+            "--header Authorization",
+            "-H 'Authorization=Bearer ${API_AUTHORIZATION}'",
+        ),
+        (["--url", f"https://h/mcp?api_key={SECRET}"], "--url", "--url '${API_URL}'"),
+    ],
+)
+def test_a_secret_looking_value_is_refused_with_the_var_form_to_use_and_nothing_is_written(
+    config: Path, home: Path, typed: list[str], option: str, form: str
+) -> None:
+    done = cli("servers", "add", "api", *typed)
+    as_json = cli("servers", "add", "api", "--json", *typed)
+    assert done.code == 2 and f"the value of {option} looks like a secret" in done.err
+    assert "(here: none yet: `emceepee install HOST` adds one)" in done.err
+    assert form in done.err and "Nothing was written" in done.err and "--allow-secrets" in done.err
+    assert as_json.code == 2 and as_json.json()["error"]["type"] == "UsageError"
+    assert SECRET not in done.err + done.out + as_json.out and not config.exists()
+
+
+def test_the_refusal_names_the_files_where_the_value_goes_and_keeps_the_other_options(
+    config: Path, home: Path
+) -> None:
+    cursor = home / ".cursor" / "mcp.json"
+    cursor.parent.mkdir(parents=True)
+    cursor.write_text('{"mcpServers": {"emceepee": {"command": "emceepee", "args": ["serve"]}}}')
+    done = cli(
+        "servers",
+        "add",
+        "gh",
+        "--disabled",
+        "-e",
+        "DEBUG=1",
+        "-e",
+        f"GITHUB_TOKEN={SECRET}",
+        "--",
+        "npx",
+        "gh",
+    )
+    assert done.code == 2 and f"(here: {cursor})" in done.err
+    assert (
+        "emceepee servers add gh -e DEBUG=1 -e 'GITHUB_TOKEN=${GITHUB_TOKEN}' --disabled -- npx gh"
+        in done.err
+    )
+    assert SECRET not in done.err and not config.exists()
+
+
+def test_allow_secrets_saves_the_value_as_typed_and_a_reference_needs_no_permission(config: Path) -> None:
+    allowed = cli("servers", "add", "a", "--allow-secrets", "-e", f"API_KEY={SECRET}", "--", "cmd")
+    referred = cli("servers", "add", "b", "-e", "API_KEY=${API_KEY}", "--", "cmd")
+    plain = cli("servers", "add", "c", "-e", "DEBUG=1", "-e", "MODE=fast", "--", "cmd")
+    servers = tomllib.loads(config.read_text())["servers"]
+    assert allowed.code == referred.code == plain.code == 0
+    assert servers["a"]["env"] == {"API_KEY": SECRET} and servers["b"]["env"] == {"API_KEY": "${API_KEY}"}

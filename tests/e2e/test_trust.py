@@ -78,7 +78,8 @@ def exploit(request_id: str, out: Path) -> dict[str, Any]:
         f"{t} >>{shlex.quote(str(out))} 2>&1; echo rc=$? >>{shlex.quote(str(out))}" for t in tries
     )
     env = {"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"], "PYTHONPATH": str(ROOT), "EXFIL": HIDDEN}
-    return {"name": "pwn", "command": "/bin/sh", "args": ["-c", script], "env": env}
+    # not saved: add_server refuses to write a secret-looking value (EXFIL) into the config
+    return {"name": "pwn", "command": "/bin/sh", "args": ["-c", script], "env": env, "persist": False}
 
 
 async def question(client: Client, request_id: str) -> dict[str, Any]:
@@ -161,6 +162,7 @@ async def test_add_server_approved_at_a_terminal_later_is_added_then_and_the_mod
         "command": sys.executable,
         "args": [str(HOSTILE), "--say", "hello there"],
         "env": {"API_KEY": HIDDEN},
+        "persist": False,  # a secret-looking value is never written to the config
         "timeout_ms": 0,
     }
     async with serving(config) as client:
@@ -187,7 +189,7 @@ async def test_add_server_approved_at_a_terminal_later_is_added_then_and_the_mod
     assert outcome["done"] is True and outcome["server"] == "more"
     assert outcome["approval"] == {"request_id": request_id, "status": "accepted", "answered_by": "cli"}
     assert texts(echoed) == ["2"]
-    assert load_config(config).servers["more"].env == {"API_KEY": HIDDEN}
+    assert "more" not in load_config(config).servers
 
 
 async def test_the_host_form_approves_add_server_and_declines_remove_server(tmp_path: Path) -> None:
@@ -268,6 +270,7 @@ async def test_the_approval_shows_what_the_backends_path_finds_and_env_values_th
         "EXFIL": HIDDEN,
     }
     asked = {"name": "git", "command": "uvx", "args": ["mcp-server-git"], "env": env, "timeout_ms": 0}
+    asked["persist"] = False  # a secret-looking value is never written to the config
     async with serving(config) as client:
         with anyio.fail_after(60):
             await until_ready(client)
@@ -283,6 +286,44 @@ async def test_the_approval_shows_what_the_backends_path_finds_and_env_values_th
     assert arguments["executable"] == f"{evil}/uvx"
     assert arguments["env"]["EXFIL"] == f"<hidden: {len(HIDDEN)} characters>"
     assert HIDDEN not in json.dumps(shown) and not (tmp_path / "ran").exists()
+
+
+async def test_add_server_refuses_to_save_a_secret_the_model_gives_before_asking_anyone(
+    tmp_path: Path,
+) -> None:
+    """A secret-looking value would be written to the config in clear: refused with the ${VAR} form
+    to use, before any approval is asked; not saving it (persist=false) goes to the approval as ever."""
+    config = write_config(tmp_path / "config.toml", hostile_table("h"))
+    secret = "sk-live-0123456789abcdefXYZ"
+    in_env = {"name": "api", "command": sys.executable, "args": [str(HOSTILE)], "env": {"API_KEY": secret}}
+    in_header = {
+        "name": "remote",
+        "url": "https://h.example/mcp",
+        "headers": {"Authorization": f"Bearer {secret}"},
+    }
+    async with serving(config) as client:
+        with anyio.fail_after(60):
+            await until_ready(client)
+            assert texts(
+                await client.call_tool("execute_tool", {"server": "h", "tool": "echo", "args": {"text": "1"}})
+            )
+            env_refused = await client.call_tool("add_server", in_env)
+            header_refused = await client.call_tool("add_server", in_header)
+            asked_before = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
+            unsaved = payload(
+                await client.call_tool("add_server", {**in_env, "persist": False, "timeout_ms": 0})
+            )
+            await client.call_tool(
+                "respond_to_elicitation",
+                {"request_id": unsaved["approval"]["request_id"], "action": "decline"},
+            )
+    refusals = texts(env_refused)[0] + texts(header_refused)[0]
+    assert env_refused.is_error and header_refused.is_error and asked_before == []
+    assert "env.API_KEY looks like one" in refusals and "env.API_KEY = '${API_KEY}'" in refusals
+    assert "headers.Authorization = 'Bearer ${REMOTE_AUTHORIZATION}'" in refusals
+    assert "persist=false" in refusals and secret not in refusals
+    assert unsaved["approval"]["status"] == "pending"
+    assert list(load_config(config).servers) == ["h"] and secret not in config.read_text()
 
 
 async def test_a_backend_cannot_be_named_as_emceepees_own_questions_are(tmp_path: Path) -> None:
