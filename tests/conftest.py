@@ -1,4 +1,5 @@
-"""Every test gets its own emceepee home, so nothing reads or writes the real user's files."""
+"""Every test gets its own emceepee home and its own user home, so nothing reads or writes the real
+user's files (emceepee's, or the hosts' configs the CLI reads `${VAR}`s from)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ from emceepee_cli import redact
 def emceepee_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "emceepee-home"
     monkeypatch.setenv("EMCEEPEE_HOME", str(home))
+    user = tmp_path / "user-home"
+    user.mkdir()
+    monkeypatch.setenv("HOME", str(user))
+    for xdg in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "APPDATA"):
+        monkeypatch.delenv(xdg, raising=False)
     monkeypatch.delenv("EMCEEPEE_CONFIG", raising=False)
     monkeypatch.delenv("EMCEEPEE_DB", raising=False)
     return home
