@@ -335,10 +335,14 @@ async def test_a_call_between_two_rounds_survives_kill_9_and_an_old_state_is_ref
     config = make_config(tmp_path)
     process = await anyio.open_process(serve_command(config), env={**os.environ})
     try:
-        host = RawHost(process, modern_meta({"elicitation": {"form": {}}, "sampling": {}}))
+        host = RawHost(process, modern_meta({}))  # its first requests declare nothing
         with anyio.fail_after(60):
             while "tools" not in (await host.tool("list_tools", {"server": "rounds"}))["servers"][0]:
                 pass
+            parked = await host.tool("rounds__trip", {"city": "Tromsø"})
+            host.meta = modern_meta(
+                {"elicitation": {"form": {}}, "sampling": {}}
+            )  # each request says its own
             first = await host.send("tools/call", {"name": "rounds__trip", "arguments": {"city": "Oslo"}})
             [date_key] = first["inputRequests"]
             answer = {"action": "accept", "content": {"date": "2026-12-24"}}
@@ -373,6 +377,7 @@ async def test_a_call_between_two_rounds_survives_kill_9_and_an_old_state_is_ref
                 lambda: run_cli("answer", hotel_key, "--text", "Hotel Bristol")
             )
             steps, done = await answer_by_meta_tools(c, task_id, {"nights": 2, "confirm": True}, "Fjord Bar")
+    assert [s["type"] for s in parked["saga"]["steps"]] == ["elicitation"]  # a task, as without rounds
     text = refusal_text(stale)
     assert text.startswith(f"This request_state (task {task_id}) was issued by another emceepee process"), (
         text
