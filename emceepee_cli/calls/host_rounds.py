@@ -209,7 +209,7 @@ def checked_answer(row: PendingRow, response: types.InputResponse) -> dict[str, 
     size, limit = len(json.dumps(answer)), ANSWER_MAX_BYTES[Kind(row["kind"])]
     if size > limit:
         raise UsageError(
-            f"input_responses['{key}'] is {size / 1048576:.1f} MiB; a {row['kind']} answer may be at most "
+            f"input_responses['{key}'] is {size / 1048576:.1f} MiB; {row['kind']} answers may be at most "
             f"{limit // 1048576} MiB. Nothing was recorded; the question is still pending.",
             hint="Answer it with less, or decline it.",
         )
