@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.abc
@@ -159,15 +159,19 @@ AS_OWNER = (
 AS_OWNER_PREFIX = [sys.executable, "-c", AS_OWNER]  # put before a command: it runs bound by file modes
 
 
-def serving(config: Path, **host: Any) -> Client:
+def serving(config: Path, mode: Literal["legacy", "auto"] = "legacy", **host: Any) -> Client:
     """A host's client for a real `emceepee serve` process, in this test's emceepee home; `host` are
-    the client's callbacks (an `elicitation_callback` makes it declare elicitation, and so on)."""
+    the client's callbacks (an `elicitation_callback` makes it declare elicitation, and so on).
+
+    `mode="legacy"` speaks the handshake era (2025-11-25), where questions are forwarded as
+    requests; `"auto"` is the SDK's default, which negotiates 2026-07-28 with `serve`: questions
+    then come back as input rounds of the call, which the client answers through its callbacks."""
     params = StdioServerParameters(
         command=sys.executable,
         args=serve_command(config)[1:],
         env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"]},
     )
-    return Client(params, mode="legacy", **host)
+    return Client(params, mode=mode, **host)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -265,11 +269,24 @@ async def until_ready(client: Client, *servers: str) -> dict[str, list[dict[str,
     return tools
 
 
-class RawHost:
-    """A host speaking JSON-RPC lines over the serve process's pipes, so the test owns its pid."""
+def modern_meta(capabilities: dict[str, Any]) -> dict[str, Any]:
+    """The `_meta` a 2026-07-28 host stamps on every request: its version, who it is, and what this
+    request declares it can answer (wire form: `{"elicitation": {"form": {}}, "sampling": {}}`)."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "test-host", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
 
-    def __init__(self, process: anyio.abc.Process) -> None:
+
+class RawHost:
+    """A host speaking JSON-RPC lines over the serve process's pipes, so the test owns its pid.
+    With `meta` (`modern_meta`), every request carries it: a 2026-07-28 host, which needs no
+    `initialize`."""
+
+    def __init__(self, process: anyio.abc.Process, meta: dict[str, Any] | None = None) -> None:
         self.process = process
+        self.meta = meta
         self.buffer = b""
         self.next_id = 0
         self.heard: list[dict[str, Any]] = []  # what serve sent that was no reply (notifications, requests)
@@ -295,6 +312,8 @@ class RawHost:
 
     async def send(self, method: str, params: dict[str, Any] | None = None, notify: bool = False) -> Any:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        if self.meta is not None and not notify:
+            message["params"] = {**message["params"], "_meta": self.meta}
         if not notify:
             self.next_id += 1
             message["id"] = self.next_id

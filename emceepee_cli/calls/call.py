@@ -4,7 +4,7 @@
 wake-up event, its progress, and once it is over how it ended (one `CallEnd`, calls/end.py).
 `task_row` and `final_row` are its task as journaled (or as shown when the journal could not take
 it); `outcome` turns a journaled task into what the host receives, `ProxyTask` and `WorkingTask`
-are our answers while it is a task.
+are our answers while it is a task, `InputRound` the one while a 2026-07-28 host answers its questions.
 """
 
 from __future__ import annotations
@@ -306,9 +306,25 @@ class WorkingTask:
         return {"task": self.task, **({"saga": self.saga} if self.saga is not None else {})}
 
 
+@dataclass(frozen=True)
+class InputRound:
+    """The answer to a 2026-07-28 host whose request can answer the call's own questions: ask them,
+    then send the call again with the answers and `state` (calls/host_rounds.py). The call is a
+    journaled task by then, so a host that never comes back leaves a task, as it would without."""
+
+    task_id: str
+    requests: types.InputRequests  # keyed by the questions' ids
+    state: str  # sealed: the task, the round, the call, this serve, an expiry
+
+    def result(self) -> types.InputRequiredResult:
+        """The round as the host's request gets it."""
+        return types.InputRequiredResult(input_requests=self.requests, request_state=self.state)
+
+
 # What the host gets for a call: the backend's result (as bytes, when it came by the fast lane
-# untouched), or the task it became; and for a task it asks about: its result, or the task still working.
-CallAnswer = types.CallToolResult | Passed | ProxyTask
+# untouched), the task it became, or (a 2026-07-28 host) a round of its questions; and for a task
+# it asks about: its result, or the task still working.
+CallAnswer = types.CallToolResult | Passed | ProxyTask | InputRound
 TaskAnswer = types.CallToolResult | Passed | WorkingTask
 
 

@@ -119,7 +119,10 @@ class Rounds:
                 correlation="exact",
                 input_key=key,
                 round_=number,
+                announce=False,  # once all are asked: a host's input round then carries them all
             )
+        if asked:
+            self.questions.announce(call.server, call.call_id)
         await promote(call)  # its state is journaled with its task row, so the task must exist
         with anyio.CancelScope(shield=True):
             await self.runtime.guarded(

@@ -45,6 +45,7 @@ from emceepee_cli.calls.call import (
 )
 from emceepee_cli.calls.chain import Step
 from emceepee_cli.calls.end import Failed, KeptRaw, Returned, ReturnedRaw, Stopped
+from emceepee_cli.calls.host_rounds import HostRetry, HostRounds
 from emceepee_cli.calls.recorder import JOURNAL_WAIT_S, Recorder
 from emceepee_cli.calls.runner import Check, Driver, InFlight
 from emceepee_cli.config import ServerSpec
@@ -84,6 +85,7 @@ class Tasks:
         self.install_key = install_key
         self.recorder = Recorder(shared)
         self.driver = Driver(shared, questions, self.recorder, backends=backends, roots=roots)
+        self.host_rounds = HostRounds(shared.journal, questions, install_key, shared.instance_id)
 
     def __repr__(self) -> str:
         return f"<Tasks in_flight={len(self.calls)}>"
@@ -108,10 +110,13 @@ class Tasks:
         auto_resume: bool | None = None,
         resume_token: str | None = None,
         fast: bool = False,
+        asks: types.ClientCapabilities | None = None,
     ) -> CallAnswer:
         """The call, in serve's task group. With `check`, the backend is still starting: the call
         first waits for it (as part of the call, so past `timeout_ms` it is a task), then runs
-        `check`, then calls the tool. `fast`: the backend may be called raw (calls/raw_step.py)."""
+        `check`, then calls the tool. `fast`: the backend may be called raw (calls/raw_step.py).
+        `asks`: a 2026-07-28 host's request declared these capabilities, so the call's own questions
+        it can answer come back as an input round (calls/host_rounds.py) rather than as a task."""
         if resume_token is not None and resume.ours(resume_token):
             return await self.by_token(backend, tool, args, resume_token, timeout_ms, relay, check)
         if resume_token is not None and seal.unseal(self.install_key, resume_token.strip()) is not None:
@@ -138,9 +143,35 @@ class Tasks:
             return await self.answered(call)
         await self.recorder.promote(call)
         self.events.emit("task_created", call.server, {"task_id": call.call_id, "tool": call.tool})
+        if asks is not None and (round_ := await self.host_rounds.offer(call, asks)) is not None:
+            return round_
         saga = self.saga(call.call_id)  # its questions whole, once: the rest of the reply reminds
         task, pending = await self.get_json(call.call_id), await self.pending_on_server(call.server)
         return ProxyTask(task, pending, saga, journal_warning(call))
+
+    async def continued(
+        self,
+        server: str,
+        tool: str,
+        args: dict[str, Any] | None,
+        timeout_ms: int | None,
+        relay: Relay | None,
+        *,
+        retry: HostRetry,
+        asks: types.ClientCapabilities,
+    ) -> CallAnswer:
+        """A 2026-07-28 host's retry of the call `server.tool(args)` with the answers to its input
+        round: they are recorded (calls/host_rounds.py), then the call is waited for as execute_tool
+        waits (bounded): its result, its next round, or the task it is."""
+        task_id = await self.host_rounds.take(retry, server, tool, args)
+        wait_ms = self.defaults.timeout_ms if timeout_ms is None else timeout_ms
+        out = await self.result(task_id, wait_ms, relay)
+        if not isinstance(out, WorkingTask):
+            return out
+        running = self.calls.find(task_id)
+        if running is not None and (round_ := await self.host_rounds.offer(running, asks)) is not None:
+            return round_
+        return ProxyTask(await self.get_json(task_id), await self.pending_on_server(server), out.saga)
 
     async def answered(self, call: Call) -> types.CallToolResult | Passed:
         """What the host gets for a call that ended while it waited: its result, or its error raised."""

@@ -4,7 +4,9 @@ The session is kept from the host's `notifications/initialized` (or, for a host 
 it, its first request). A request the host sent ends with its handler, and with it that request's
 own channel; a question is therefore sent on the connection's standalone channel, which a
 handshake-era connection over stdio keeps open for the whole session, whatever request is (or is
-not) open. A 2026-07-28 host takes no requests from a server at all.
+not) open. A 2026-07-28 host takes no requests from a server at all; each of its requests brings
+its own capabilities, so the latest one is kept, and a call's own questions go back to it as input
+rounds of that call (calls/host_rounds.py), each request deciding by what it declared (`undeclared`).
 
 An answer of the host's that the wire cannot use (it holds a lone surrogate, nests too deep, or
 is not a valid response, but its id can be read) reaches the waiting request as `refused_answer`
@@ -44,8 +46,11 @@ class HostLink:
         return f"<HostLink {'connected' if self.session else 'not yet seen'}>"
 
     def note(self, session: ServerSession) -> types.Implementation | None:
-        """Keep a session of the host's connection; who the host is, the first time it is known."""
-        if self.session is None:
+        """Keep a session of the host's connection; who the host is, the first time it is known.
+
+        A handshake-era connection has one session, kept once. A 2026-07-28 host makes a session
+        of each request, with that request's capabilities: the latest is kept, never a stale first."""
+        if self.session is None or session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             self.session = session
         if self.named or session.client_params is None:
             return None
@@ -68,21 +73,12 @@ class HostLink:
             return "no host has connected yet"
         if not self.can_send():
             return (
-                f"the host speaks MCP {self.session.protocol_version}, which takes no requests from a server"
+                f"the host speaks MCP {self.session.protocol_version}, which takes no requests from a server "
+                "(a call's own question goes back in that call's reply when its request can answer it)"
             )
         if policy == "forward":
             return None
-        caps = self.capabilities
-        if kind == Kind.SAMPLING:
-            return None if caps and caps.sampling else "the host did not declare the sampling capability"
-        wanted = caps.elicitation if caps else None
-        if wanted is None:
-            return "the host did not declare the elicitation capability"
-        if params.get("mode") == "url":
-            return None if wanted.url else "the host did not declare URL-mode elicitation"
-        if wanted.form is not None or wanted.url is None:
-            return None
-        return "the host declared only URL-mode elicitation"
+        return undeclared(self.capabilities, kind, params)
 
     async def forward(self, kind: str, params: dict[str, Any]) -> dict[str, Any]:
         """Ask the host; its answer as our snake_case JSON (not yet checked against the question).
@@ -107,6 +103,21 @@ class HostLink:
                 f"the host's answer is not a valid {kind} result: {_first(exc)}", _ANSWER_IT
             ) from exc
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def undeclared(caps: types.ClientCapabilities | None, kind: str, params: dict[str, Any]) -> str | None:
+    """Why a host with capabilities `caps` cannot answer a `kind` question; None when it declared it
+    can (a bare `elicitation: {}` predates URL mode and means form only)."""
+    if kind == Kind.SAMPLING:
+        return None if caps and caps.sampling else "the host did not declare the sampling capability"
+    wanted = caps.elicitation if caps else None
+    if wanted is None:
+        return "the host did not declare the elicitation capability"
+    if params.get("mode") == "url":
+        return None if wanted.url else "the host did not declare URL-mode elicitation"
+    if wanted.form is not None or wanted.url is None:
+        return None
+    return "the host declared only URL-mode elicitation"
 
 
 _ANSWER_IT = "Answer the question with respond_to_elicitation / respond_to_sampling."

@@ -22,17 +22,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
+import mcp_types as types
 
 from emceepee_cli.clock import now_iso
 from emceepee_cli.config import Policy
 from emceepee_cli.errors import BackendError, EmceepeeError
 from emceepee_cli.ids import new_id
 from emceepee_cli.questions.answers import answer_question
-from emceepee_cli.questions.host_link import HostLink
+from emceepee_cli.questions.host_link import HostLink, undeclared
 from emceepee_cli.questions.newest import newest
 from emceepee_cli.questions.reminders import reminder
 from emceepee_cli.shared import Shared
-from emceepee_cli.store.records import Kind, PendingRow, QuestionJson, params_of, question_json
+from emceepee_cli.store.records import Kind, PendingRow, QuestionJson, approval_of, params_of, question_json
 from emceepee_cli.store.unreadable import readable
 
 logger = logging.getLogger(__name__)
@@ -108,7 +109,10 @@ class Questions:
         purpose: str | None = None,
         approval: dict[str, Any] | None = None,
         could_ask: frozenset[str] = frozenset(),
+        announce: bool = True,
     ) -> Question:
+        """Journal a backend's question, then forward it to the host or park it; `announce=False`
+        leaves telling the waiters to the caller (`announce`), who asks several at once."""
         row = self._row(server, kind, params, task_id, correlation, input_key, round_)
         question = Question(row, blocks_call=blocks_call, could_ask=could_ask)
         if purpose is not None:  # emceepee's own question (an approval): what it is about, beside it
@@ -134,7 +138,7 @@ class Questions:
         if self._should_forward(server, kind, params, approval):
             question.forwarding = True
             self.runtime.spawn(self._forward, question, name=f"forward {question.request_id}")
-        elif blocks_call:
+        elif blocks_call and announce:
             self._announce(server, task_id)
         return question
 
@@ -193,6 +197,10 @@ class Questions:
             question.request_id, "rejected", error="the backend withdrew the request, or stopped"
         )
 
+    def announce(self, server: str, task_id: str | None) -> None:
+        """Tell whoever waits on the call(s) that questions of theirs now wait on the client."""
+        self._announce(server, task_id)
+
     def _announce(self, server: str, task_id: str | None) -> None:
         for listener in self._waiting:
             listener(server, task_id)
@@ -203,12 +211,24 @@ class Questions:
         self, server: str, kind: str, params: dict[str, Any], approval: dict[str, Any] | None = None
     ) -> bool:
         why = self.host.why_not(self.policy(server, kind), kind, params)
-        if why is None and approval is not None and "host" not in approval.get("by", ("host",)):
+        if why is None and not _host_may_accept(approval):
             why = "approval_by does not name the host"
         if why is not None:
             self.log(server, "info", f"{kind} request not forwarded to the host: {why}; parked", "emceepee")
             logger.info("backend %s: %s request not forwarded to the host: %s; parked", server, kind, why)
         return why is None
+
+    def why_not_in_round(self, row: PendingRow, caps: types.ClientCapabilities) -> str | None:
+        """Why this question cannot go back to a 2026-07-28 host in its call's input round, whose
+        request declared `caps`; None when it can. The same rules as forwarding, except that
+        `forward` cannot overrule what the request declared: its client would fail the whole call."""
+        kind = row["kind"]
+        if self.policy(row["server"], kind) == "park":
+            return f"the {kind} policy is 'park'"
+        why = undeclared(caps, kind, params_of(row))
+        if why is None and not _host_may_accept(approval_of(row) or None):
+            why = "approval_by does not name the host"
+        return why
 
     async def _forward(self, question: Question) -> None:
         row = question.row
@@ -370,3 +390,9 @@ class Questions:
             out.append(reminder(question) if live.shown else question)
             live.shown = True
         return out
+
+
+def _host_may_accept(approval: dict[str, Any] | None) -> bool:
+    """The host may be asked this question: it is no approval, or one its `approval_by` lets the
+    host accept."""
+    return approval is None or "host" in approval.get("by", ("host",))

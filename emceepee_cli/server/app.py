@@ -32,10 +32,12 @@ from mcp import MCPError
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from emceepee_cli import __version__, paths, processes, schema
 from emceepee_cli.calls import spool
-from emceepee_cli.calls.call import Passed, Relay
+from emceepee_cli.calls.call import InputRound, Passed, Relay
+from emceepee_cli.calls.host_rounds import HostRetry
 from emceepee_cli.config import Config, ConfigProblem, Defaults, load_config
 from emceepee_cli.errors import ConfigError, EmceepeeError, NotFound, UsageError
 from emceepee_cli.ids import new_id
@@ -178,21 +180,36 @@ async def _list_tools(
 
 async def _call_tool(
     ctx: ServerRequestContext[Services], params: types.CallToolRequestParams
-) -> types.CallToolResult:
+) -> types.CallToolResult | types.InputRequiredResult:
     services = ctx.lifespan_context
     _note_host(ctx, services)
     wants_progress = bool(ctx.meta and ctx.meta.get("progress_token") is not None)
     relay = Relay(ctx.session.report_progress) if wants_progress else None
-    result, own = await dispatch(services, params.name, params.arguments, Call(relay=relay))
+    result, own = await dispatch(services, params.name, params.arguments, _upstream_call(ctx, params, relay))
+    if isinstance(result, InputRound):  # the envelope waits for the next reply that has content
+        return result.result()
     if isinstance(result, Passed):
         result = result.model()
     events, pending = services.events.take(), services.questions.for_client()
     return with_envelope(result, events, pending, own=own, journal_fault=services.journal.fault)
 
 
+def _upstream_call(
+    ctx: ServerRequestContext[Services], params: types.CallToolRequestParams, relay: Relay | None
+) -> Call:
+    """The request as a handler sees it. A 2026-07-28 host's request brings what it can answer, read
+    from this very request (calls/host_rounds.py); with a round's state or answers it is a retry."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return Call(relay=relay)  # a handshake-era host is asked by forwarding (questions/host_link.py)
+    asks = ctx.session.client_capabilities or types.ClientCapabilities()
+    if params.request_state is None and params.input_responses is None:
+        return Call(relay=relay, asks=asks)
+    return Call(relay=relay, asks=asks, retry=HostRetry(params.request_state, params.input_responses))
+
+
 async def dispatch(
     services: Services, name: str, arguments: dict[str, Any] | None, call: Call
-) -> tuple[types.CallToolResult | Passed, bool]:
+) -> tuple[types.CallToolResult | Passed | InputRound, bool]:
     """The tool's result, and whether it is our own (False: a backend's, passed through). The
     fast lane (server/fastlane.py) calls this too, so both lanes answer alike."""
     try:
@@ -209,7 +226,7 @@ async def dispatch(
                 hint="This is a bug in emceepee; its stderr log has the traceback.",
             )
         ), True
-    if isinstance(out, types.CallToolResult | Passed):
+    if isinstance(out, types.CallToolResult | Passed | InputRound):
         return out, False
     if isinstance(out, Reply):
         return payload_result(out.payload, out.summary), True

@@ -34,7 +34,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from emceepee_cli import jsonrpc
 from emceepee_cli.backends.raw_pipe import loads
 from emceepee_cli.calls import spool
-from emceepee_cli.calls.call import Passed, Relay
+from emceepee_cli.calls.call import InputRound, Passed, Relay
 from emceepee_cli.jsonrpc import RequestId
 from emceepee_cli.server import host_input
 from emceepee_cli.server.envelope import block_texts, envelope_blocks, with_envelope
@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 FAST_TOOLS = ("execute_tool", "get_task_result")  # meta-tools whose answer may be a backend's bytes
 
 Dispatch = Callable[
-    [Services, str, dict[str, Any] | None, Call], Awaitable[tuple[types.CallToolResult | Passed, bool]]
+    [Services, str, dict[str, Any] | None, Call],
+    Awaitable[tuple[types.CallToolResult | Passed | InputRound, bool]],
 ]
 
 
@@ -117,6 +118,7 @@ class FastLane:
             relay = Relay(_progress_sender(wire, progress_token))
         try:
             result, own = await self.dispatch(services, name, arguments, Call(relay=relay, fast=True))
+            assert not isinstance(result, InputRound), result  # only a 2026-07-28 host's call has rounds
             if isinstance(result, Passed):
                 passed.append(result)
             parts = _reply(services, wire.protocol, request_id, result, own)

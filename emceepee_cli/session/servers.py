@@ -23,6 +23,7 @@ from emceepee_cli.backends.listing import dump, tool_json
 from emceepee_cli.backends.notifications import Heard
 from emceepee_cli.calls import admission, policy
 from emceepee_cli.calls.call import CallAnswer, Relay
+from emceepee_cli.calls.host_rounds import HostRetry
 from emceepee_cli.calls.tasks import Tasks
 from emceepee_cli.config import ConfigProblem
 from emceepee_cli.errors import NotFound
@@ -116,12 +117,19 @@ class Servers:
         auto_resume: bool | None = None,
         resume_token: str | None = None,
         fast: bool = False,
+        asks: types.ClientCapabilities | None = None,
+        retry: HostRetry | None = None,
     ) -> CallAnswer:
         """The backend's result if it comes within `timeout_ms`; else the task it became. A backend
         still starting is waited for as part of the call, so that wait too becomes a task.
 
         `follow_next_tool`, `auto_resume` and `resume_token` are the call's own (calls/chain.py);
-        `fast`: it came by the fast lane (calls/raw_step.py)."""
+        `fast`: it came by the fast lane (calls/raw_step.py). `asks`: what a 2026-07-28 host's request
+        can answer (its questions then come back as input rounds); with `retry`, this request is that
+        host's retry with a round's answers, which goes on with the call it came from
+        (calls/host_rounds.py) and starts nothing."""
+        if retry is not None and asks is not None:
+            return await self.tasks.continued(server, tool, args, timeout_ms, relay, retry=retry, asks=asks)
         backend = self.registry.backend(server)
         policy.refuse_denied(backend.spec, tool)  # at once, even while the backend starts
         check = functools.partial(self._admit, backend, tool, args)
@@ -140,6 +148,7 @@ class Servers:
             auto_resume=auto_resume,
             resume_token=resume_token,
             fast=fast,
+            asks=asks,
         )
 
     async def _admit(self, backend: Backend, tool: str, args: dict[str, Any] | None) -> None:

@@ -34,6 +34,7 @@ KNOWN_MIGRATIONS = (
     "m004_spawned",
     "m005_listing_indexes",
     "m006_chains_and_resume_tokens",
+    "m007_host_rounds",
 )
 COUNTED = {"tasks": "status", "pending": "status", "events": "type", "instances": None, "spawned": None}
 

@@ -154,6 +154,13 @@ def m006_chains_and_resume_tokens(db: sqlite_utils.Database) -> None:
     db.table("pending").add_column("error_detail", str)
 
 
+@migrations()
+def m007_host_rounds(db: sqlite_utils.Database) -> None:
+    # The last input round a 2026-07-28 host answered for the call (calls/host_rounds.py): the
+    # next retry must answer the one after, so a request_state is used once.
+    db.table("tasks").add_column("host_round", int)
+
+
 def check_not_newer(db: sqlite_utils.Database, path: str) -> None:
     known = {m.name for m in migrations.pending(sqlite_utils.Database(memory=True))}
     unknown = {m.name for m in migrations.applied(db)} - known

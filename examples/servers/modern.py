@@ -10,6 +10,12 @@ Tools
         Round 3: returns "booked <hotel> in <city> on <date>".
         Declining or cancelling the date question ends the call with the text
         "booking declined" / "booking cancelled" (not an error).
+    trip(city)
+        Five rounds, one question each: a date (form), a hotel (sampling), the number of nights
+        (form, integer >= 1), a restaurant (sampling), and whether to book it all (form,
+        boolean). Returns "trip to <city> on <date>: <nights> nights at <hotel>, dinner at
+        <restaurant>", or "trip not booked" when the last answer is false. Declining any
+        question ends it with "trip declined at <key>".
 
 How the questions travel depends on the era the client negotiated:
 
@@ -34,6 +40,8 @@ every input response the server receives:
     answer {"action": "accept", "content": {"date": "..."}, "key": "date"}
     answer {"key": "hotel", "model": "...", "text": "..."}
 
+    answer {"key": "nights", ...}                (trip: one line per answer, as above)
+
 Everything diagnostic goes to stderr: stdout is the protocol wire.
 """
 
@@ -43,7 +51,7 @@ import base64
 import binascii
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +75,8 @@ BOOK = types.Tool(
 DATE_KEY = "date"
 HOTEL_KEY = "hotel"
 
+
+ToolReply = types.CallToolResult | types.InputRequiredResult
 
 # --------------------------------------------------------------------------- request state
 # Everything the tool knows between rounds lives here, never in the process.
@@ -168,15 +178,132 @@ def book_step(
     return text_result(f"booked {hotel} in {city} on {date}")
 
 
+# --------------------------------------------------------------------------- the trip: five rounds
+
+TRIP = types.Tool(
+    name="trip",
+    description="Plan a trip: asks you three questions and your LLM two, one after another.",
+    input_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+TRIP_KEYS = ("date", "hotel", "nights", "dinner", "confirm")
+
+
+def form(message: str, key: str, field: dict[str, Any]) -> types.ElicitRequest:
+    schema = {"type": "object", "properties": {key: field}, "required": [key]}
+    return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
+
+
+def llm(prompt: str) -> types.CreateMessageRequest:
+    message = types.SamplingMessage(role="user", content=types.TextContent(text=prompt))
+    return types.CreateMessageRequest(
+        params=types.CreateMessageRequestParams(messages=[message], max_tokens=100)
+    )
+
+
+def trip_question(
+    city: str, key: str, answers: dict[str, Any]
+) -> types.ElicitRequest | types.CreateMessageRequest:
+    """The question of step `key`, given the answers so far."""
+    if key == "date":
+        return form(f"On what date do you travel to {city}?", key, {"type": "string"})
+    if key == "hotel":
+        return llm(f"Suggest a hotel in {city} on {answers['date']}")
+    if key == "nights":
+        return form(f"How many nights at {answers['hotel']}?", key, {"type": "integer", "minimum": 1})
+    if key == "dinner":
+        return llm(f"Suggest a restaurant near {answers['hotel']}")
+    return form(
+        f"Book {answers['nights']} nights in {city} from {answers['date']}?", key, {"type": "boolean"}
+    )
+
+
+def trip_answer(key: str, answer: types.InputResponse | None) -> Any:
+    """The value an answer gives step `key`; None when there is none to use (the step is asked again)."""
+    if isinstance(answer, types.ElicitResult) and key not in ("hotel", "dinner"):
+        record = {
+            "key": key,
+            "action": answer.action,
+            **({"content": answer.content} if answer.content else {}),
+        }
+        append_event("answer " + json.dumps(record, sort_keys=True))
+        return (answer.content or {}).get(key) if answer.action == "accept" else DECLINED
+    if isinstance(answer, types.CreateMessageResult) and key in ("hotel", "dinner"):
+        text = answer.content.text.strip() if isinstance(answer.content, types.TextContent) else ""
+        append_event(
+            "answer " + json.dumps({"key": key, "model": answer.model, "text": text}, sort_keys=True)
+        )
+        return text or None
+    return None
+
+
+DECLINED = object()  # the person declined or cancelled a form
+
+
+def trip_step(
+    city: str, answers: dict[str, Any], responses: Mapping[str, types.InputResponse]
+) -> NeedInput | types.CallToolResult:
+    """Take the answer to the step under way (if any), then ask the next step or give the result."""
+    key = TRIP_KEYS[len(answers)]
+    if key in responses:
+        value = trip_answer(key, responses[key])
+        if value is DECLINED:
+            return text_result(f"trip declined at {key}")
+        if value is not None:
+            answers = {**answers, key: value}
+    if len(answers) < len(TRIP_KEYS):
+        key = TRIP_KEYS[len(answers)]
+        return NeedInput(
+            {key: trip_question(city, key, answers)}, {"tool": "trip", "city": city, "answers": answers}
+        )
+    if answers["confirm"] is not True:
+        return text_result("trip not booked")
+    return text_result(
+        f"trip to {city} on {answers['date']}: {answers['nights']} nights at {answers['hotel']}, "
+        f"dinner at {answers['dinner']}"
+    )
+
+
+def trip_state(blob: str, city: str) -> dict[str, Any]:
+    """The answers so far that a trip's requestState holds (INVALID_PARAMS: not a trip's for `city`)."""
+    try:
+        state = json.loads(base64.urlsafe_b64decode(blob.encode()))
+    except (binascii.Error, ValueError) as exc:
+        raise MCPError(types.INVALID_PARAMS, f"Invalid requestState: {exc}") from exc
+    if (
+        not isinstance(state, dict)
+        or state.get("tool") != "trip"
+        or not isinstance(state.get("answers"), dict)
+    ):
+        raise MCPError(types.INVALID_PARAMS, "Invalid requestState: not a trip's")
+    if state.get("city") != city or len(state["answers"]) >= len(TRIP_KEYS):
+        raise MCPError(types.INVALID_PARAMS, "Invalid requestState: it belongs to another trip")
+    return dict(state["answers"])
+
+
+async def trip(ctx: ServerRequestContext, params: types.CallToolRequestParams, city: str) -> ToolReply:
+    """Each era's way to ask, as for `book`: one round per tools/call, or requests inside one call."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        answers = trip_state(params.request_state, city) if params.request_state else {}
+        step = trip_step(city, answers, params.input_responses or {})
+        if isinstance(step, NeedInput):
+            return types.InputRequiredResult(
+                input_requests=step.requests, request_state=encode_state(step.state)
+            )
+        return step
+    return await ask_over_session(
+        ctx, lambda state, responses: trip_step(city, (state or {}).get("answers", {}), responses)
+    )
+
+
 # --------------------------------------------------------------------------- the two eras
 
 
-def missing_capability(ctx: ServerRequestContext) -> str | None:
+def missing_capability(ctx: ServerRequestContext, tool: str) -> str | None:
     caps = ctx.session.client_capabilities
     if not (caps and caps.elicitation):
-        return "book needs a client that supports elicitation"
+        return f"{tool} needs a client that supports elicitation"
     if not caps.sampling:
-        return "book needs a client that supports sampling"
+        return f"{tool} needs a client that supports sampling"
     return None
 
 
@@ -193,11 +320,23 @@ def book_modern(
 
 async def book_handshake(ctx: ServerRequestContext, city: str) -> types.CallToolResult:
     """Handshake era: run every round inside this call, asking the client over the session."""
+    return await ask_over_session(ctx, lambda state, responses: book_step(city, state, responses))
+
+
+# A tool's next round, from its state (None at first) and the answers to the round before.
+Step = Callable[
+    [dict[str, Any] | None, Mapping[str, types.InputResponse]], "NeedInput | types.CallToolResult"
+]
+
+
+async def ask_over_session(ctx: ServerRequestContext, step_of: Step) -> types.CallToolResult:
+    """Handshake era: run every round of a tool inside this call, asking the client over the
+    session; `step_of(state, answers)` is the tool's next round."""
     state: dict[str, Any] | None = None
     responses: dict[str, types.InputResponse] = {}
     # Ties each request to our tools/call (it matters for HTTP routing, harmless on stdio).
     related = ServerMessageMetadata(related_request_id=ctx.request_id)
-    while not isinstance(step := book_step(city, state, responses), types.CallToolResult):
+    while not isinstance(step := step_of(state, responses), types.CallToolResult):
         responses = {}
         for key, request in step.requests.items():
             result_type = (
@@ -215,20 +354,22 @@ async def book_handshake(ctx: ServerRequestContext, city: str) -> types.CallTool
 async def on_list_tools(
     ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=[BOOK])
+    return types.ListToolsResult(tools=[BOOK, TRIP])
 
 
-async def on_call_tool(
-    ctx: ServerRequestContext, params: types.CallToolRequestParams
-) -> types.CallToolResult | types.InputRequiredResult:
-    if params.name != BOOK.name:
+async def on_call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> ToolReply:
+    if params.name not in (BOOK.name, TRIP.name):
         raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
     city = (params.arguments or {}).get("city")
     # The low-level Server does not validate arguments, so check the one we use.
     if not isinstance(city, str) or not city:
-        return text_result("invalid arguments for book: 'city' must be a non-empty string", is_error=True)
-    if reason := missing_capability(ctx):
+        return text_result(
+            f"invalid arguments for {params.name}: 'city' must be a non-empty string", is_error=True
+        )
+    if reason := missing_capability(ctx, params.name):
         return text_result(reason, is_error=True)
+    if params.name == TRIP.name:
+        return await trip(ctx, params, city)
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         return book_modern(params, city)
     return await book_handshake(ctx, city)

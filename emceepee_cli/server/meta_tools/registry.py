@@ -3,7 +3,8 @@
 Each group module (`servers`, `tasks`, `resources`, `questions`, `heard`) lists its tools in its
 own `Group`. A handler takes the validated arguments, calls one
 method of the services and returns either a JSON payload (our own answer) or a `CallToolResult`
-(a backend's answer, passed through; as `Passed` bytes when it came by the fast lane).
+(a backend's answer, passed through; as `Passed` bytes when it came by the fast lane), or for a
+2026-07-28 host an `InputRound` of the call's questions.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from typing import Any
 
 import mcp_types as types
 
-from emceepee_cli.calls.call import Passed, Relay
+from emceepee_cli.calls.call import InputRound, Passed, Relay
+from emceepee_cli.calls.host_rounds import HostRetry
 from emceepee_cli.server.envelope import Reply
 from emceepee_cli.session.wiring import Services
 
-Payload = dict[str, Any] | Reply | types.CallToolResult | Passed
+Payload = dict[str, Any] | Reply | types.CallToolResult | Passed | InputRound
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,10 @@ class Call:
 
     relay: Relay | None = None  # set when the host asked for progress (sent a progressToken)
     fast: bool = False  # it came by the fast lane (server/fastlane.py): a backend may be called raw
+    # A 2026-07-28 host's request: what it declared it can answer (its call's questions then come
+    # back as input rounds), and, on a retry, the round's state and answers (calls/host_rounds.py).
+    asks: types.ClientCapabilities | None = None
+    retry: HostRetry | None = None
 
 
 Handler = Callable[[Services, dict[str, Any], Call], Awaitable[Payload]]

@@ -177,6 +177,8 @@ async def execute_tool(services: Services, args: dict[str, Any], call: Call) -> 
         auto_resume=args.get("auto_resume"),
         resume_token=args.get("resume_token"),
         fast=call.fast,
+        asks=call.asks,
+        retry=call.retry,
     )
     if isinstance(out, ProxyTask):
         return Reply(out.payload(), _became_task(out))

@@ -106,6 +106,23 @@ class Tasks(Part):
         )
 
     @mapped
+    def host_round(self, task_id: str) -> int:
+        """The last input round the host answered for the task (0: none yet)."""
+        rows = list(self.db.query("SELECT host_round FROM tasks WHERE task_id = ?", [task_id]))
+        return int(rows[0]["host_round"] or 0) if rows else 0
+
+    @mapped
+    def take_host_round(self, task_id: str, number: int) -> bool:
+        """Mark round `number` answered, once: False if it was already (a replay), or was not the
+        next one."""
+        cursor = self.db.execute(
+            "UPDATE tasks SET host_round = ?, last_updated_at = ?"
+            " WHERE task_id = ? AND coalesce(host_round, 0) = ?",
+            [number, now_iso(), task_id, number - 1],
+        )
+        return cursor.rowcount == 1
+
+    @mapped
     def set_resume(self, task_id: str, token: str | None, auto: bool) -> None:
         """A resumable call's latest backend token, written *before* the call is re-issued with it,
         so a `serve` that dies mid-resume leaves enough for the next one to go on (store/tables/steps.py)."""
