@@ -259,6 +259,7 @@ async def test_tasks_list_pages_through_every_task_with_its_cursor(tmp_path: Pat
             await host.until_ready("echo")
             await host.tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "first"}})
             mine = await host.task("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "x"}})
+            await host.result("tasks/result", {"taskId": mine["taskId"]})
             pages = [await host.result("tasks/list", {})]
             while "nextCursor" in pages[-1]:
                 pages.append(await host.result("tasks/list", {"cursor": pages[-1]["nextCursor"]}))
