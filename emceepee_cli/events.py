@@ -131,6 +131,17 @@ class Events:
                 await self._arrived.wait()
         return self.waiting() or self._arrivals != began
 
+    @property
+    def arrivals(self) -> int:
+        """How many events were emitted, counted on or replayed so far: what a watcher compares."""
+        return self._arrivals
+
+    async def arrival(self, since: int, timeout_s: float) -> None:
+        """Wait (bounded) until an event arrives after `since` (an earlier `arrivals`), delivered or not."""
+        with anyio.move_on_after(timeout_s):
+            while self._arrivals == since:
+                await self._arrived.wait()
+
     async def written(self, timeout_s: float) -> None:
         """Wait (bounded) until the journal writes started so far have ended."""
         with anyio.move_on_after(timeout_s):

@@ -8,7 +8,8 @@ SIGTERM or SIGINT, stop every backend (each stop is shielded and bounded) and ex
 exits through `os._exit`, because the stdin reader thread cannot be cancelled (SDK guide §7.2).
 Meanwhile a change of the config file, or a SIGHUP, reloads it (server/reload.py). The host's
 native requests besides tools (resources, prompts, completion, the logging level) are answered in
-server/native_requests.py.
+server/native_requests.py; the protocol's own Tasks (`tasks/*`, a task-augmented call) in
+server/native_tasks.py.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from emceepee_cli.server import native_requests, reload
 from emceepee_cli.server.envelope import Reply, error_result, payload_result, with_envelope
 from emceepee_cli.server.fastlane import FastLane
 from emceepee_cli.server.meta_tools import TOOLS, Call, MetaTool
+from emceepee_cli.server.native_tasks import NativeTasks, TasksServer, task_support
 from emceepee_cli.server.resume_wire import resume_tokens
 from emceepee_cli.server.stdio import host_streams
 from emceepee_cli.session import wiring
@@ -112,7 +114,7 @@ def build_server(
             if on_closed is not None:
                 on_closed()
 
-    server = Server(
+    server = TasksServer(
         "emceepee",
         version=__version__,
         instructions=INSTRUCTIONS,
@@ -134,6 +136,7 @@ def build_server(
     server.add_notification_handler("notifications/initialized", types.NotificationParams, _initialized)
     server.middleware.append(_answer_always)  # outermost: a handler's bug is still an answer
     server.middleware.append(resume_tokens)  # a task's resume token also where the proposal puts it
+    NativeTasks(_note_host).register(server)  # the protocol's own Tasks (server/native_tasks.py)
     server.add_notification_handler(
         "notifications/roots/list_changed", types.NotificationParams, _roots_changed
     )
@@ -170,7 +173,7 @@ async def _roots_changed(ctx: ServerRequestContext[Services], params: types.Noti
 async def _list_tools(
     ctx: ServerRequestContext[Services], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    own = [tool.as_tool() for tool in TOOLS.values()]
+    own = [task_support(tool.as_tool()) for tool in TOOLS.values()]
     direct = ctx.lifespan_context.direct
     if not direct.any:
         return types.ListToolsResult(tools=own)

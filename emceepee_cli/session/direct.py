@@ -4,8 +4,10 @@ Under `expose = "direct"` or `"both"` (per server, else `[defaults]`), each tool
 backend is also a host tool, named by session/names.py within `[defaults] direct_name_max`. A call to
 one is an `execute_tool` call in every respect (schema check, promotion to a task, questions,
 errors). The listed tool keeps the backend's title, description, input schema and annotations;
-its output schema and task support are left out, because the call may come back as an emceepee
-task handle instead (a host would reject that against the backend's output schema). The host
+its output schema is left out, because the call may come back as an emceepee task handle instead
+(a host would reject that against the backend's output schema). Every direct tool may run as a
+task of the protocol's own (server/native_tasks.py): its `execution.taskSupport` is `optional`,
+or `required` when the backend requires it (a plain call still works: emceepee runs it). The host
 hears tools/list_changed whenever the set of listed names changes: a backend connects, goes, or
 re-lists its tools.
 """
@@ -13,7 +15,7 @@ re-lists its tools.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
@@ -105,6 +107,7 @@ class Direct:
                     input_schema=tool.input_schema,
                     annotations=tool.annotations,
                     icons=tool.icons,
+                    execution=types.ToolExecution(task_support=_task_support(tool)),
                 )
             )
         return listed
@@ -124,3 +127,9 @@ class Direct:
             await self.host.session.send_notification(types.ToolListChangedNotification())
         except Exception as exc:  # noqa: BLE001 - the host may be gone; it re-lists when it comes back
             log.debug("could not send tools/list_changed to the host: %r", exc)
+
+
+def _task_support(tool: types.Tool) -> Literal["optional", "required"]:
+    """A backend tool that requires a task keeps saying so; any other may run as one (emceepee's)."""
+    required = tool.execution is not None and tool.execution.task_support == "required"
+    return "required" if required else "optional"
