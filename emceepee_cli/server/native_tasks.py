@@ -15,8 +15,9 @@ with the reply's envelope, and the related-task `_meta`. The meta-tools see the 
 emceepee's states map onto the spec's five: `working`, or `input_required` while a question
 of the task's own waits (the status message says how to answer it: the host was asked, or it is
 parked for respond_to_* or `emceepee answer`); `completed`, `cancelled`; `failed`, `expired` and
-`interrupted` are `failed`, the status message saying which and why. A tool's own error is
-`completed` with its `isError` result, as the journal keeps it. `ttl` is the retention of finished
+`interrupted` are `failed`, the status message saying which and why. A tool's own error result
+(`isError`) is `failed` too, as 2025-11-25 asks for tool calls (the journal keeps it `completed`,
+with `is_error` on the task), and `tasks/result` gives that result. `ttl` is the retention of finished
 tasks (a requested one is checked, not used). The host that created a task hears
 `notifications/tasks/status` on each change of status or message, until it ends.
 
@@ -258,6 +259,8 @@ class NativeTasks:
         status, message = SPEC_STATUS[task["status"]], task.get("status_message")
         if task["status"] == TaskStatus.WORKING and asked:
             status, message = "input_required", self.how_to_answer(services, asked)
+        elif task.get("is_error"):  # 2025-11-25: a tool call whose result has isError is `failed`
+            status, message = "failed", "the tool answered with an error result; tasks/result gives it"
         elif task["status"] == TaskStatus.COMPLETED:
             message = None
         elif task["status"] != TaskStatus.WORKING:

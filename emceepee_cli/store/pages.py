@@ -67,8 +67,13 @@ class TaskPage(TypedDict):
     next_cursor: NotRequired[str]  # where the next page starts, when there are more
 
 
-# A page shows each task's state, never its result, which may be many MB (store/tables/results.py).
-LISTED = ", ".join("NULL AS result" if name == "result" else f"[{name}]" for name in TaskRow.__annotations__)
+# A page shows each task's state, never its result, which may be many MB (store/tables/results.py):
+# only whether that result is the tool's own error (`isError`, store/records.py's `reported_error`).
+TOOL_ERROR = (
+    "CASE WHEN status = 'completed' AND json_valid(CAST(result AS TEXT)) "
+    "AND json_extract(CAST(result AS TEXT), '$.isError') = 1 THEN '{\"isError\":true}' END AS result"
+)
+LISTED = ", ".join(TOOL_ERROR if name == "result" else f"[{name}]" for name in TaskRow.__annotations__)
 
 Query = Callable[[str, list[Any]], list[dict[str, Any]]]  # SQL and parameters to rows, as dicts
 

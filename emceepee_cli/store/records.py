@@ -7,6 +7,7 @@ the code checks when it settles a row (`settling`, `finishing`), and the ones th
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Any, NotRequired, TypedDict, cast
 
@@ -233,6 +234,7 @@ class TaskJson(TypedDict):
     expires_at: NotRequired[str]
     progress: NotRequired[dict[str, Any]]
     resume_token: NotRequired[str]
+    is_error: NotRequired[bool]  # completed with the tool's own error result (isError)
 
 
 class QuestionJson(TypedDict):
@@ -270,12 +272,30 @@ def task_json(row: TaskRow) -> TaskJson:
         out["error"] = str(row["error"])
     if row.get("expires_at"):
         out["expires_at"] = str(row["expires_at"])
+    if reported_error(row):
+        out["is_error"] = True
     if row.get("progress"):
         try:  # passing news: a task shown without it is better than no task
             out["progress"] = json_column(row["progress"], f"progress of task {row['task_id']}")
         except UnreadableRow as exc:
             skipped(exc)
     return out
+
+
+def reported_error(row: TaskRow) -> bool:
+    """The task completed with the tool's own error result (`isError`): the call went through, the
+    tool said it failed. A result kept elsewhere (store/tables/results.py) is not read for this."""
+    result = row.get("result")
+    if row["status"] != TaskStatus.COMPLETED or not result:
+        return False
+    if isinstance(result, bytes):
+        result = result.decode("utf-8", "replace")
+    if '"isError"' not in result:  # most results: no parse
+        return False
+    try:
+        return json.loads(result).get("isError") is True
+    except (ValueError, AttributeError):
+        return False
 
 
 def params_of(row: PendingRow) -> dict[str, Any]:

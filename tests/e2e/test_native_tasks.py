@@ -250,6 +250,35 @@ async def test_a_task_augmented_call_is_a_task_the_host_polls_and_then_reads(
     }
 
 
+async def test_a_task_whose_tool_answers_with_an_error_result_is_failed_and_its_result_is_kept(
+    config: Path, tmp_path: Path
+) -> None:
+    """2025-11-25: a tool call whose result has isError is a `failed` task; `tasks/result` still
+    gives that result whole. An isError deeper in a result (its _meta, its text) is not the tool's."""
+    async with wire_host(config, tmp_path / "serve.log") as host:
+        with anyio.fail_after(60):
+            await host.initialize()
+            await host.until_ready("echo", "h")
+            await host.tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "first"}})
+            failing = await host.task(
+                "execute_tool", {"server": "echo", "tool": "fail", "args": {"message": "no"}}
+            )
+            failed = await host.result("tasks/result", {"taskId": failing["taskId"]})
+            got = await host.result("tasks/get", {"taskId": failing["taskId"]})
+            tricky = await host.task("h__shaped", {"kind": "tricky"})
+            tricky_result = await host.result("tasks/result", {"taskId": tricky["taskId"]})
+            tricky_got = await host.result("tasks/get", {"taskId": tricky["taskId"]})
+            listed = {t["taskId"]: t for t in (await host.result("tasks/list", {}))["tasks"]}
+            seen = (await host.tool("get_task", {"task_id": failing["taskId"]}))["structuredContent"]["task"]
+    assert failed["isError"] is True and texts(failed) == ["no"]
+    assert got["status"] == "failed" and "error result" in got["statusMessage"]
+    assert "completed" not in statuses(host, failing["taskId"])  # told nothing else
+    assert listed[failing["taskId"]]["status"] == "failed"
+    assert seen["status"] == "completed" and seen["is_error"] is True  # the journal's own word
+    assert tricky_result["isError"] is False and tricky_got["status"] == "completed"
+    assert listed[tricky["taskId"]]["status"] == "completed"
+
+
 async def test_tasks_list_pages_through_every_task_with_its_cursor(tmp_path: Path) -> None:
     ids = history(120)  # finished tasks of a serve that has stopped
     config = write_config(tmp_path / "config.toml", example_table("echo", "echo.py"))
