@@ -1,10 +1,14 @@
 """`emceepee install HOST` and `emceepee import HOST`: emceepee in a host's config, and the host's
 servers in emceepee's.
 
-Both change the host's file only as a whole: read (comments allowed), changed, backed up next to
-itself (`NAME.YYYYmmdd-HHMMSS.bak`), replaced atomically; every other key is kept. Running either
-again changes nothing. `--dry-run` shows the diff and writes nothing. A secret is never printed:
-values that look like one show as `<hidden>` in diffs, and as their `${VAR}` in tables.
+Both change only the members of the host's file that they must (emceepee's entry, and the servers
+`import --replace` moved): the rest of the file, comments and indentation included, stays byte for
+byte, so the diff shows only that. The file is backed up next to itself
+(`NAME.YYYYmmdd-HHMMSS.bak`) and replaced atomically. Running either again changes nothing.
+`--dry-run` shows the diff and writes nothing. A file that cannot be edited safely (not JSON, not
+an object, a key written twice) is left alone, and `install` prints the entry to paste. A secret
+is never printed: values that look like one show as `<hidden>` in diffs, and as their `${VAR}` in
+tables.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from emceepee_cli.cli.framework.options import ConfigOpt, JsonOpt
-from emceepee_cli.cli.host_entry import emceepee_entry, host_target, masked_diff
+from emceepee_cli.cli.host_entry import by_hand, emceepee_entry, host_target, masked_diff
 from emceepee_cli.cli.terminal import render
 
 if TYPE_CHECKING:
@@ -70,18 +74,21 @@ def install(
     from emceepee_cli.hosts import config_file
 
     chosen, path = host_target(host, file)
-    doc = config_file.read(path)
+    entry: dict[str, Any] | None = None
     kept_env: list[str] = []
-    if uninstall:
-        entry = None
-        servers = doc.servers(chosen.servers_key) if doc.exists else {}
-        removed = servers.pop(name, None)
-        action = "removed" if removed is not None else "absent"
-        if isinstance(removed, dict) and isinstance(removed.get("env"), dict):
-            kept_env = sorted(removed["env"])
-    else:
-        entry, action = emceepee_entry(chosen, doc, name, config)
-    diff = masked_diff(doc.diff()) if action not in ("unchanged", "absent") else ""
+    try:
+        doc = config_file.read(path)
+        if uninstall:
+            servers = doc.servers(chosen.servers_key) if doc.exists else {}
+            removed = servers.pop(name, None)
+            action = "removed" if removed is not None else "absent"
+            if isinstance(removed, dict) and isinstance(removed.get("env"), dict):
+                kept_env = sorted(removed["env"])
+        else:
+            entry, action = emceepee_entry(chosen, doc, name, config)
+        diff = masked_diff(doc.diff()) if action not in ("unchanged", "absent") else ""
+    except config_file.Uneditable as exc:
+        raise by_hand(exc, chosen, path, name, None if uninstall else (entry, config)) from None
     backup = config_file.write(doc) if diff and not dry_run else None
     if json:
         out: dict[str, Any] = {"host": chosen.key, "file": str(path), "action": action, "dry_run": dry_run}
@@ -90,13 +97,13 @@ def install(
             out["entry"] = _shown_entry(entry)
         render.as_json(out | {"removed_env": kept_env})
         return
-    _say_installed(chosen, path, action, diff, backup, dry_run, doc.had_comments)
+    _say_installed(chosen, path, action, diff, backup, dry_run)
     if kept_env and not dry_run:
         render.warn(f"Its env block ({', '.join(kept_env)}) went with it; the backup {backup} keeps it.")
 
 
 def _say_installed(
-    host: Host, path: Path, action: str, diff: str, backup: Path | None, dry_run: bool, had_comments: bool
+    host: Host, path: Path, action: str, diff: str, backup: Path | None, dry_run: bool
 ) -> None:
     if dry_run and diff:
         render.line(diff.rstrip("\n"))
@@ -115,8 +122,6 @@ def _say_installed(
     }
     saved = f" (backup: {backup})" if backup else " (a new file)"
     render.line(f"{verb[action]} {host.title}'s config {path}{saved}.")
-    if had_comments:
-        render.warn(f"The file had comments, which JSON cannot keep: they are in the backup {backup}.")
     render.line(f"Restart {host.title} (quit it fully) to pick up the change.")
 
 

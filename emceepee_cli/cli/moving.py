@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +12,8 @@ from emceepee_cli.cli.terminal import render
 if TYPE_CHECKING:
     from emceepee_cli.config import ServerSpec
     from emceepee_cli.hosts.catalog import Host
+    from emceepee_cli.hosts.config_file import HostFile
+    from emceepee_cli.hosts.importing import Plan
 
 
 def _same(spec: ServerSpec | None, entry: Any, host: Host) -> bool:
@@ -23,12 +27,45 @@ def _same(spec: ServerSpec | None, entry: Any, host: Host) -> bool:
     return entry.get("command") == spec.command and args == list(spec.args)
 
 
+@dataclass(frozen=True)
+class _HostEdit:
+    """What `import` changes in the host's file: the plan's secrets go to emceepee's entry (`name`,
+    starting emceepee with `config`) and, with `replace`, the servers it moved (or that emceepee
+    already has, the same) leave."""
+
+    host: Host
+    name: str
+    config: Path | None
+    replace: bool
+    entries: dict[str, Any]  # the host's servers as read
+    known: dict[str, ServerSpec | None]  # emceepee's servers
+
+    def apply(self, doc: HostFile, plan: Plan) -> list[str]:
+        """Make the change in `doc`; the servers taken out."""
+        from emceepee_cli.cli.host_entry import emceepee_entry
+
+        if not (plan.secrets or self.replace):
+            return []
+        entry, _ = emceepee_entry(self.host, doc, self.name, self.config)
+        if plan.secrets:
+            entry["env"] = {**(entry.get("env") or {}), **plan.secrets}
+        if not self.replace:
+            return []
+        servers = doc.servers(self.host.servers_key)
+        gone = [m.source for m in plan.moved]
+        gone += [s.name for s in plan.skipped if s.already and self._same(s.name)]
+        return [n for n in gone if servers.pop(n, None) is not None]
+
+    def _same(self, name: str) -> bool:
+        return _same(self.known.get(name), self.entries.get(name), self.host)
+
+
 def run(
     host_name: str, file: Path | None, *, replace: bool, dry_run: bool, name: str, config: Path | None
 ) -> dict[str, Any]:
     from emceepee_cli import config as config_mod
     from emceepee_cli import paths
-    from emceepee_cli.cli.host_entry import emceepee_entry, host_target, masked_diff
+    from emceepee_cli.cli.host_entry import host_target, masked_diff
     from emceepee_cli.cli.server_rows import raw_servers, server_row
     from emceepee_cli.errors import NotFound, UsageError
     from emceepee_cli.hosts import config_file, importing
@@ -47,6 +84,10 @@ def run(
     ours = entries.get(name)
     env = ours.get("env") if isinstance(ours, dict) and isinstance(ours.get("env"), dict) else {}
     plan = importing.plan(host, entries, known, env)  # type: ignore[arg-type]  # names are what counts
+    edit = _HostEdit(host, name, config, replace, entries, known)
+    trial = copy.deepcopy(doc)
+    edit.apply(trial, plan)
+    trial.rendered()  # a host file that cannot take the change stops the import before anything is written
     if not dry_run:
         for moved in list(plan.moved):
             try:
@@ -54,20 +95,7 @@ def run(
             except UsageError as exc:  # added meanwhile by someone else
                 plan.moved.remove(moved)
                 plan.skipped.append(importing.Skipped(moved.source, exc.message, already=True))
-    removed: list[str] = []
-    if plan.secrets or replace:
-        entry, _ = emceepee_entry(host, doc, name, config)
-        if plan.secrets:
-            entry["env"] = {**(entry.get("env") or {}), **plan.secrets}
-        if replace:
-            servers = doc.servers(host.servers_key)
-            gone = [m.source for m in plan.moved]
-            gone += [
-                s.name
-                for s in plan.skipped
-                if s.already and _same(known.get(s.name), entries.get(s.name), host)
-            ]
-            removed = [n for n in gone if servers.pop(n, None) is not None]
+    removed = edit.apply(doc, plan)
     changed = doc.changed()
     diff = masked_diff(doc.diff()) if changed else ""
     backup = config_file.write(doc) if changed and not dry_run else None
@@ -86,7 +114,6 @@ def run(
             "removed": removed,
             "kept": [n for n in servers_now if n != name],
             "diff": diff,
-            "had_comments": doc.had_comments,
         },
     }
 
@@ -122,10 +149,6 @@ def say(result: dict[str, Any]) -> None:
         removed = f"; removed {', '.join(host_file['removed'])}" if host_file["removed"] else ""
         render.line(
             f"Updated {result['file']}{removed} (backup: {host_file['backup']}). Restart {title} to use it."
-        )
-    if host_file["had_comments"] and host_file["changed"]:
-        render.warn(
-            f"The file had comments, which JSON cannot keep: they are in the backup {host_file['backup']}."
         )
     if host_file["kept"] and host_file["removed"]:
         render.line(f"Still in {result['file']}: {', '.join(host_file['kept'])} (not moved; see above).")

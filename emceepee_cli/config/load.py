@@ -63,15 +63,20 @@ def check_spec(spec: ServerSpec) -> None:
 
 def read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fp:
-            return tomllib.load(fp)
+        return parse_toml(path.read_bytes().decode("utf-8"), path)
     except FileNotFoundError:
         return {}
+    except (OSError, UnicodeDecodeError) as exc:  # unreadable, a folder, not UTF-8
+        raise ConfigError(f"Cannot read {path}: {exc}.", hint=PERMISSION_HINT) from None
+
+
+def parse_toml(text: str, path: Path) -> dict[str, Any]:
+    """The text of the file at `path` as TOML."""
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         hint = "Fix the TOML at that line and column: strings need quotes, tables need [brackets]."
         raise ConfigError(f"{path} is not valid TOML: {exc}.", hint=hint) from None
-    except (OSError, UnicodeDecodeError) as exc:  # unreadable, a folder, not UTF-8
-        raise ConfigError(f"Cannot read {path}: {exc}.", hint=PERMISSION_HINT) from None
 
 
 class _Reader:

@@ -1,9 +1,12 @@
 """Writing the config file: add, replace or remove one [servers.NAME] table, keeping the rest.
 
-Every read-modify-write holds an exclusive lock on a sibling `config.toml.lock`, so two writers
-(two `emceepee servers add`, or the CLI and a serve's `add_server`) never lose each other's
-servers; saving rewrites the file atomically (temp file, fsync, replace); comments in a
-hand-edited file are lost.
+Only that table's text changes (config/edit.py): the user's comments, order, layout and line
+endings stay as they were. Every read-modify-write holds an exclusive lock on a sibling
+`config.toml.lock`, so two writers (two `emceepee servers add`, or the CLI and a serve's
+`add_server`) never lose each other's servers. Saving is atomic (temp file, fsync, replace), the
+file is 0600 (it may hold a secret), and a link to it stays a link: the file it points to is
+replaced. An editor does not take the lock: if the file changed since it was read, the edit
+starts again from the new text, so a save made meanwhile is not lost.
 """
 
 from __future__ import annotations
@@ -12,29 +15,33 @@ import contextlib
 import os
 import reprlib
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-import tomli_w
-
 from emceepee_cli import locking, paths
-from emceepee_cli.config.load import PERMISSION_HINT, check_spec, read_toml
+from emceepee_cli.config.edit import Unedited, drop_server, put_server
+from emceepee_cli.config.load import PERMISSION_HINT, check_spec, parse_server, parse_toml, read_toml
 from emceepee_cli.config.model import ServerSpec, unknown_server
 from emceepee_cli.errors import ConfigError, UsageError
+
+# How often an edit starts again because the file changed under it before giving up.
+EDIT_ATTEMPTS = 5
 
 
 def add_server(spec: ServerSpec, path: Path | None = None, *, replace: bool = False) -> Path:
     """Add (or with `replace`, overwrite) [servers.NAME], keeping the rest of the file."""
     path = paths.config_path(path)
     check_spec(spec)
-    with locking.locked(path):
-        doc = read_toml(path)
+
+    def put(text: str, doc: dict[str, Any]) -> str:
         servers = _servers_table(doc, path)
         if spec.name in servers and not replace:
             hint = f"Remove it first with: emceepee servers remove {spec.name}"
             raise UsageError(f"Server '{spec.name}' already exists in {path}.", hint=hint)
-        servers[spec.name] = spec.to_toml()
-        _write_toml(path, doc)
+        return _edited(path, lambda: put_server(text, doc, spec.name, _table(spec, servers.get(spec.name))))
+
+    _edit(path, put)
     return path
 
 
@@ -52,14 +59,31 @@ def discard_server(name: str, path: Path | None = None) -> bool:
     path = paths.config_path(path)
     if not path.exists():
         return False  # nothing to remove, and no folder or lock file to create
-    with locking.locked(path):
-        doc = read_toml(path)
-        servers = _servers_table(doc, path)
-        if name not in servers:
-            return False
-        del servers[name]
-        _write_toml(path, doc)
-    return True
+
+    def drop(text: str, doc: dict[str, Any]) -> str | None:
+        if name not in _servers_table(doc, path):
+            return None
+        return _edited(path, lambda: drop_server(text, doc, name))
+
+    return _edit(path, drop)
+
+
+def _table(spec: ServerSpec, old: object) -> dict[str, Any]:
+    """The table to write for `spec`: its own fields, and the keys of the table it replaces whose
+    removal would change nothing (`protocol = "legacy"` written out, say), so they stay."""
+    table = spec.to_toml()
+    meant, _ = parse_server(spec.name, table)
+    for key, value in cast(dict[str, Any], old).items() if isinstance(old, dict) else ():
+        if key not in table and parse_server(spec.name, {**table, key: value})[0] == meant:
+            table[key] = value
+    return table
+
+
+def _edited(path: Path, make: Callable[[], str]) -> str:
+    try:
+        return make()
+    except Unedited as exc:
+        raise ConfigError(f"In {path}, {exc.message}", hint=exc.hint) from None
 
 
 def parse_env_pairs(pairs: list[str]) -> dict[str, str]:
@@ -83,20 +107,60 @@ def _servers_table(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     return cast(dict[str, Any], servers)
 
 
-def _write_toml(path: Path, doc: dict[str, Any]) -> None:
-    """Replace `path` atomically with a 0600 file: readers see the old file or the new one."""
+def _edit(path: Path, change: Callable[[str, dict[str, Any]], str | None]) -> bool:
+    """Apply `change` (the file's text and what it says → the new text, or None for no change) under
+    the lock, and save the result; whether the file changed."""
+    with locking.locked(path):
+        for _ in range(EDIT_ATTEMPTS):
+            before = _read(path)
+            text = _text(before, path)
+            after = change(text, parse_toml(text, path))
+            if after is None or after == text:
+                return False
+            if _replace(path, before, after):
+                return True
+    raise ConfigError(
+        f"{path} kept changing while emceepee was editing it ({EDIT_ATTEMPTS} tries); nothing was written.",
+        hint="Finish saving it in your editor, then run the command again.",
+    )
+
+
+def _read(path: Path) -> bytes | None:
     try:
-        paths.ensure_private_dir(path.parent)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"Cannot read {path}: {exc.strerror}.", hint=PERMISSION_HINT) from None
+
+
+def _text(raw: bytes | None, path: Path) -> str:
+    try:
+        return "" if raw is None else raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"Cannot read {path}: {exc}.", hint=PERMISSION_HINT) from None
+
+
+def _replace(path: Path, before: bytes | None, text: str) -> bool:
+    """Replace the file atomically with `text`, unless it is no longer `before` (someone saved it
+    meanwhile); whether it did. Readers see the old file or the new one, never a part."""
+    target = Path(os.path.realpath(path))
+    try:
+        paths.ensure_private_dir(target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
         raise ConfigError(f"Cannot write {path}: {exc.strerror}.", hint=PERMISSION_HINT) from None
     try:
         with os.fdopen(fd, "wb") as fp:  # mkstemp made it 0600, and a umask can only narrow that
-            tomli_w.dump(doc, fp)
+            fp.write(text.encode("utf-8"))
             fp.flush()
             os.fsync(fp.fileno())
-        os.replace(tmp, path)
+        if _read(path) != before:
+            os.unlink(tmp)
+            return False
+        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return True

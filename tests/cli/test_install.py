@@ -87,8 +87,8 @@ def test_dry_run_shows_the_diff_and_writes_nothing() -> None:
     before = path.read_text()
     done = cli("install", "cursor", "--dry-run")
     assert done.code == 0 and path.read_text() == before and backups(path) == []
-    assert f'+      "command": "{EXE}",' in done.out and '"GITHUB_TOKEN": "<hidden>"' in done.out
-    assert "ghp_" not in done.out
+    assert f'"emceepee": {{"command": "{EXE}", "args": ["serve"]}}' in done.out
+    assert '"GITHUB_TOKEN": "<hidden>"' in done.out and "ghp_" not in done.out
 
 
 def test_uninstall_removes_only_emceepees_entry_and_again_changes_nothing() -> None:
@@ -112,17 +112,18 @@ def test_file_points_at_any_file_in_a_hosts_format(tmp_path: Path) -> None:
     assert not catalog.HOSTS["cursor"].path().exists()
 
 
-def test_a_file_with_comments_is_read_and_the_comments_are_kept_in_the_backup() -> None:
+def test_a_file_with_comments_keeps_them_and_changes_only_the_entry() -> None:
     path = catalog.HOSTS["vscode"].path()
     path.parent.mkdir(parents=True)
-    path.write_text(
+    before = (
         '{\n  // mine\n  "servers": {"a": {"type": "stdio", "command": "x",},},\n  "url": "http://a//b"\n}\n'
     )
+    path.write_text(before)
     done = cli("install", "vscode")
-    assert done.code == 0 and "comments" in done.err
-    doc = json.loads(path.read_text())
-    assert doc["url"] == "http://a//b" and set(doc["servers"]) == {"a", "emceepee"}
-    assert "// mine" in backups(path)[0].read_text()
+    entry = f'"emceepee": {{"type": "stdio", "command": "{EXE}", "args": ["serve"]}},'
+    assert done.code == 0 and done.err == ""
+    assert path.read_text() == before.replace('"x",},', f'"x",}}, {entry}')
+    assert backups(path)[0].read_text() == before
 
 
 def test_a_file_that_is_not_json_is_left_alone_with_a_clear_error() -> None:
@@ -131,6 +132,7 @@ def test_a_file_that_is_not_json_is_left_alone_with_a_clear_error() -> None:
     path.write_text("{ not json")
     done = cli("install", "cursor")
     assert done.code == 2 and f"{path} is not valid JSON" in done.err and path.read_text() == "{ not json"
+    assert f'"emceepee": {{\n    "command": "{EXE}"' in done.err and backups(path) == []
 
 
 def test_an_unknown_host_is_named_with_the_closest_known_one() -> None:
