@@ -12,11 +12,12 @@ from emceepee_cli import redact
 
 
 @pytest.fixture(autouse=True)
-def emceepee_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def emceepee_home(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     home = tmp_path / "emceepee-home"
     monkeypatch.setenv("EMCEEPEE_HOME", str(home))
-    user = tmp_path / "user-home"
-    user.mkdir()
+    user = tmp_path_factory.mktemp("user-home")  # beside tmp_path, which a test may want empty
     monkeypatch.setenv("HOME", str(user))
     for xdg in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "APPDATA"):
         monkeypatch.delenv(xdg, raising=False)
