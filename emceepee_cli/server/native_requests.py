@@ -7,7 +7,9 @@ failed: its own JSON-RPC error keeps its code and message (a -32602 stays -32602
 names the server (`{"server": name}`, merged into the backend's own `data` when that is an object
 without a `server` member, else holding it as `data`). What emceepee itself refuses (an unknown
 prompt, an ambiguous URI) is -32602; the rest of what goes wrong on the way (a backend that died,
-an answer emceepee cannot use) is -32603, with the message and hint of the meta-tools.
+an answer emceepee cannot use) is -32603, with the message and hint of the meta-tools. A backend
+that asks questions while it answers `prompts/get` or `resources/read` gets them asked in input
+rounds of a 2026-07-28 host's request (session/native_rounds.py); a refused retry is -32602.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from typing import Any, TypeVar
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from emceepee_cli.backends.failures import BackendAnswered
 from emceepee_cli.errors import EmceepeeError, UsageError
 from emceepee_cli.server import diagrams
+from emceepee_cli.session.native_rounds import HostAsk
 from emceepee_cli.session.wiring import Services
 
 T = TypeVar("T")
@@ -52,9 +56,9 @@ async def list_resource_templates(
 
 async def read_resource(
     ctx: ServerRequestContext[Services], params: types.ReadResourceRequestParams
-) -> types.ReadResourceResult:
+) -> types.ReadResourceResult | types.InputRequiredResult:
     if params.uri != diagrams.URI:
-        return await passed(ctx.lifespan_context.native.read_resource(str(params.uri)))
+        return await passed(ctx.lifespan_context.native.read_resource(str(params.uri), host_ask(ctx, params)))
     body = json.dumps(diagrams.diagrams(), indent=2)
     return types.ReadResourceResult(
         contents=[types.TextResourceContents(uri=diagrams.URI, mime_type="application/json", text=body)]
@@ -84,8 +88,19 @@ async def list_prompts(
 
 async def get_prompt(
     ctx: ServerRequestContext[Services], params: types.GetPromptRequestParams
-) -> types.GetPromptResult:
-    return await passed(ctx.lifespan_context.native.get_prompt(params.name, params.arguments))
+) -> types.GetPromptResult | types.InputRequiredResult:
+    native = ctx.lifespan_context.native
+    return await passed(native.get_prompt(params.name, params.arguments, host_ask(ctx, params)))
+
+
+def host_ask(ctx: ServerRequestContext[Services], params: types.InputResponseRequestParams) -> HostAsk | None:
+    """What a 2026-07-28 host's request can answer, and a retry's state and answers (the backend's
+    questions then come back in input rounds: session/native_rounds.py); None for a handshake-era
+    host, which is asked by forwarding (questions/host_link.py)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return None
+    caps = ctx.session.client_capabilities or types.ClientCapabilities()
+    return HostAsk(caps, params.request_state, params.input_responses)
 
 
 async def complete(

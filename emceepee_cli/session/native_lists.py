@@ -28,6 +28,7 @@ from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.questions.host_link import HostLink
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.session.names import name_table
+from emceepee_cli.session.native_rounds import HostAsk, NativeRounds
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +38,13 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")  # RFC 3986's scheme, before
 
 
 class Native:
-    def __init__(self, backends: dict[str, Backend], host: HostLink, runtime: Runtime) -> None:
+    def __init__(
+        self, backends: dict[str, Backend], host: HostLink, runtime: Runtime, rounds: NativeRounds
+    ) -> None:
         self.backends = backends
         self.host = host
         self.runtime = runtime
+        self.rounds = rounds  # a backend's questions while it answers prompts/get, resources/read
         self.level: str | None = None  # the host's logging/setLevel; None: it wants no backend logs
         self.subscribed: dict[str, str] = {}  # uri -> the server it was subscribed on
 
@@ -75,10 +79,23 @@ class Native:
             raise NotFound(f"No prompt '{exposed}'.", hint="prompts/list shows them as server__prompt.")
         return self.backends[found[0]], found[1]
 
-    async def get_prompt(self, exposed: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+    async def get_prompt(
+        self, exposed: str, arguments: dict[str, str] | None, ask: HostAsk | None = None
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """The backend's prompt; with `ask`, a 2026-07-28 host's questions come back in input rounds
+        (session/native_rounds.py), and a 2026-07-28 backend's rounds are answered either way."""
         await self.settled()
         backend, name = self._prompt(exposed)
-        return await backend.request(f"prompts/get '{name}'", lambda s: s.get_prompt(name, arguments))
+
+        async def send(s: ClientSession, responses: types.InputResponses | None, state: str | None) -> Any:
+            return await s.get_prompt(
+                name, arguments, input_responses=responses, request_state=state, allow_input_required=True
+            )
+
+        target = ("prompts/get", exposed, arguments)
+        got: types.GetPromptResult | types.InputRequiredResult
+        got = await self.rounds.request(backend, f"prompts/get '{name}'", send, target, ask)
+        return got
 
     # ---- resources ------------------------------------------------------------------------
 
@@ -128,9 +145,22 @@ class Native:
             hint="Subscribe to a URI that resources/list or resources/templates/list shows.",
         )
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+    async def read_resource(
+        self, uri: str, ask: HostAsk | None = None
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        """The backend's resource, its questions as `get_prompt`'s."""
         await self.settled()
-        return await self.owner(uri).request(f"resources/read '{uri}'", lambda s: s.read_resource(uri))
+        backend = self.owner(uri)
+
+        async def send(s: ClientSession, responses: types.InputResponses | None, state: str | None) -> Any:
+            return await s.read_resource(
+                uri, input_responses=responses, request_state=state, allow_input_required=True
+            )
+
+        target = ("resources/read", uri, None)
+        read: types.ReadResourceResult | types.InputRequiredResult
+        read = await self.rounds.request(backend, f"resources/read '{uri}'", send, target, ask)
+        return read
 
     async def subscribe(self, uri: str) -> None:
         await self.settled()

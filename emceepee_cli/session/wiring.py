@@ -36,6 +36,7 @@ from emceepee_cli.session import activity
 from emceepee_cli.session.backend_sink import Hearing, HostViews
 from emceepee_cli.session.direct import Direct
 from emceepee_cli.session.native_lists import Native
+from emceepee_cli.session.native_rounds import NativeRounds
 from emceepee_cli.session.registry import Registry
 from emceepee_cli.session.roots import Roots
 from emceepee_cli.session.server_changes import ServerChanges
@@ -181,7 +182,10 @@ def build(
         shared, questions, backends=backends.get, install_key=_install_key(), roots=roots.for_backend
     )
     questions.on_waiting(tasks.question_arrived)
-    native = Native(backends, host, runtime)
+    held = NativeRounds(
+        questions, runtime, tasks.install_key, instance_id, lambda b: roots.for_backend(b.spec)
+    )
+    native = Native(backends, host, runtime, held)
     direct = Direct(backends, defaults, host, runtime)
     descendants = Descendants(journal, runtime, instance_id)
     views = HostViews(native=native, direct=direct, roots=roots)
