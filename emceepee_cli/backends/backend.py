@@ -41,7 +41,7 @@ from emceepee_cli.backends.failures import brief, closest, connection_ended, des
 from emceepee_cli.backends.listener import Listener, MessageSink
 from emceepee_cli.backends.start_limit import StartSlots
 from emceepee_cli.config import ServerSpec, root_uris
-from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound
+from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound, hints, tools_step
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # one entry per attempt; then the backend is failed
 STABLE_AFTER_S = 60.0  # ready this long, and the next crash starts the backoff afresh
@@ -308,7 +308,7 @@ class Backend:
         if tool is None:
             raise NotFound(
                 f"Backend '{self.name}' has no tool '{name}'." + closest(name, self.offer.tools),
-                hint=f"List its tools with list_tools(server='{self.name}').",
+                **hints("List its tools with {}.", tools_step(self.name)),
             )
         return tool
 
