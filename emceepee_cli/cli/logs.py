@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from emceepee_cli.store.records import EventRow, OwnedEvent
 
 FOLLOW_EVERY_S = 0.2
+MAX_ROTATED = 100  # rotated files of one log read at most, whatever `log_backups` was
 FollowOpt = Annotated[
     bool, typer.Option("--follow", "-f", help="Keep printing what is added (Ctrl-C stops).")
 ]
@@ -66,16 +67,20 @@ def _log_files(folder: Path, server: str | None) -> dict[str, Path]:
             known = ", ".join(sorted(p.stem for p in folder.glob("*.log"))) or "(none yet)"
             raise NotFound(
                 f"No log for '{server}' in {folder}. Logs there: {known}.",
-                hint="A backend's stderr is written there by `emceepee serve` once it has started it.",
+                hint="A backend's stderr is written there once `emceepee serve` (or `tools`, `call` or "
+                "`doctor`) has started it.",
             )
         return {server: path}
     return {p.stem: p for p in sorted(folder.glob("*.log"))}
 
 
 def _latest(path: Path, n: int) -> list[str]:
-    """The last `n` lines of a log, reaching into its rotated predecessor if need be."""
+    """The last `n` lines of a log, reaching into its rotated predecessors (`NAME.log.1`, `.2` …)
+    if need be."""
+    from emceepee_cli.backends.logfile import rotated
+
     lines: list[str] = []
-    for part in (path, path.with_name(path.name + ".1")):
+    for part in (path, *rotated(path, MAX_ROTATED)):
         if len(lines) >= n or not part.exists():
             break
         lines = part.read_text(encoding="utf-8", errors="replace").splitlines() + lines
@@ -92,7 +97,9 @@ def logs(
 ) -> None:
     """Show (or follow) the backends' stderr logs.
 
-    The latest lines of each backend's log, or of one; -f keeps printing what is added.
+    The latest lines of each backend's log, or of one; -f keeps printing what is added. A
+    backend's log is written by whatever started it: `serve`, or `tools`, `call` and `doctor`
+    (each start begins with a line naming it).
     """
     from emceepee_cli import paths
 

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from emceepee_cli.backends.logfile import LogFolder
 from emceepee_cli.config import Config, ServerSpec
 from emceepee_cli.errors import ConfigError, EmceepeeError, JournalError
 from emceepee_cli.hosts import catalog
@@ -302,10 +303,14 @@ def _unset_var(message: str) -> str:
 
 
 async def backend_checks(
-    loaded: Config, env: Mapping[str, str], wait_s: float, explicit: bool = False
+    loaded: Config,
+    env: Mapping[str, str],
+    wait_s: float,
+    explicit: bool = False,
+    logs: LogFolder | None = None,
 ) -> list[Check]:
-    """A check per server: started as a host would, unless something stops it first. `explicit`:
-    the config was named on the command line, so the fixes name it too."""
+    """A check per server: started as a host would, unless something stops it first (its stderr
+    logged in `logs`). `explicit`: the config was named on the command line, so the fixes name it too."""
     from emceepee_cli.backends.backend import Status
     from emceepee_cli.calls import oneshot
     from emceepee_cli.redact import redact
@@ -322,7 +327,7 @@ async def backend_checks(
         else:
             startable.append(replace(spec))
     with environment(env):
-        async with oneshot.started(startable, wait_s=wait_s) as backends:
+        async with oneshot.started(startable, wait_s=wait_s, logs=logs) as backends:
             for name, backend in backends.items():
                 if backend.status == Status.READY:
                     detail = f"started as a host would: handshake ok, {len(backend.offer.tools)} tool(s)"

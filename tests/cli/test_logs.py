@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import subprocess
@@ -14,6 +15,7 @@ from emceepee_cli.ids import new_id
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import OwnedEvent
 from tests.cli.clirun import cli
+from tests.support import hostile_table, write_config
 
 DEADLINE_S = 20.0
 WRITE_EVENT = """
@@ -157,3 +159,33 @@ def test_paths_names_config_journal_logs_and_key(emceepee_home: Path) -> None:
     assert found["logs"] == str(emceepee_home / "data" / "logs")
     assert found["key"] == str(emceepee_home / "data" / "install.key")
     assert "claude-desktop" in done.json()["hosts"]
+
+
+def test_logs_reach_into_every_rotated_file(emceepee_home: Path) -> None:
+    folder = write_logs(emceepee_home, alpha="a4\n")
+    for n, text in ((1, "a3\n"), (2, "a2\n"), (3, "a1\n")):
+        (folder / f"alpha.log.{n}").write_text(text)
+    assert cli("logs", "alpha", "-n", "3").out == "a2\na3\na4\n"
+    assert cli("logs", "alpha", "-n", "10").out == "a1\na2\na3\na4\n"
+
+
+def test_after_a_failing_call_its_log_says_why_and_which_command_started_it(tmp_path: Path) -> None:
+    config = str(write_config(tmp_path / "config.toml", hostile_table("h")))
+    died = cli("call", "h", "die", "code=4", "--config", config)
+    logged = cli("logs", "h")
+    assert died.code == 3 and "emceepee logs h" in died.err
+    lines = logged.out.splitlines()
+    assert logged.code == 0 and any(
+        re.search(r"--- started by emceepee call \(pid \d+\) ---$", line) for line in lines
+    )
+    assert any(line.endswith("hostile: dying on request") for line in lines), logged.out
+
+
+def test_tools_and_doctor_log_the_backends_they_start_each_start_marked(tmp_path: Path) -> None:
+    config = str(write_config(tmp_path / "config.toml", hostile_table("h", "--say", "hello from h")))
+    assert cli("tools", "h", "--config", config).code == 0
+    cli("doctor", "--config", config, "--wait", "20")
+    logged = cli("logs", "h", "-n", "100").out
+    starts = re.findall(r"--- started by (emceepee \w+) \(pid \d+\) ---", logged)
+    assert starts == ["emceepee tools", "emceepee doctor"], logged
+    assert logged.count("hello from h") == 2
