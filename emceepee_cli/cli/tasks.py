@@ -80,7 +80,7 @@ def list_(
     server: Annotated[str | None, typer.Option(help="Only tasks of this server.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Include finished tasks.")] = False,
     limit: Annotated[
-        int, typer.Option(help=f"Tasks per page, newest first (1 to {MAX_PAGE_SIZE}).")
+        int, typer.Option("--limit", "-n", help=f"Tasks per page, newest first (1 to {MAX_PAGE_SIZE}).")
     ] = PAGE_SIZE,
     cursor: Annotated[str | None, typer.Option(help="Where the previous page said to go on.")] = None,
     db: DbOpt = None,

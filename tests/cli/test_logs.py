@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from emceepee_cli.clock import now_iso
 from emceepee_cli.ids import new_id
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import OwnedEvent
@@ -159,6 +160,64 @@ def test_paths_names_config_journal_logs_and_key(emceepee_home: Path) -> None:
     assert found["logs"] == str(emceepee_home / "data" / "logs")
     assert found["key"] == str(emceepee_home / "data" / "install.key")
     assert "claude-desktop" in done.json()["hosts"]
+
+
+def _journal_events(db: Path, *events: tuple[str, str, str]) -> list[str]:
+    """(type, server, created_at) events journaled in order; their ids."""
+    journal = Journal(db)
+    ids = []
+    for kind, server, at in events:
+        event: OwnedEvent = {
+            "event_id": new_id(),
+            "instance_id": "i",
+            "type": kind,
+            "server": server,
+            "created_at": at,
+            "data": {},
+        }
+        journal.events.add(event)
+        ids.append(event["event_id"])
+    journal.close()
+    return ids
+
+
+def test_events_filter_by_type_server_and_since_and_limit_like_every_listing(emceepee_home: Path) -> None:
+    db = emceepee_home / "data" / "journal.db"
+    recent = now_iso(-60)  # a minute ago
+    ids = _journal_events(
+        db,
+        ("server_connected", "alpha", "2026-01-01T00:00:00.000Z"),
+        ("task_status", "alpha", "2026-01-01T10:00:00.000Z"),
+        ("server_failed", "beta", recent),
+        ("task_status", "beta", recent),
+    )
+
+    def types(*args: str) -> list[tuple[str, str]]:
+        done = cli("events", *args, "--json")
+        assert done.code == 0, done.err
+        return [(e["type"], e["server"]) for e in done.json()["events"]]
+
+    assert types("--type", "task_status") == [("task_status", "alpha"), ("task_status", "beta")]
+    assert types("--type", "task_status", "--type", "server_failed", "--server", "beta") == [
+        ("server_failed", "beta"),
+        ("task_status", "beta"),
+    ]
+    assert types("--since", "10m") == [("server_failed", "beta"), ("task_status", "beta")]
+    assert (
+        types("--since", "2026-01-01T09:00Z") == types("--since", ids[0]) == types("--since", ids[0].lower())
+    )
+    assert len(types("--since", "2026-01-01T09:00Z")) == 3
+    assert types("--limit", "1") == types("-n", "1") == types("--lines", "1") == [("task_status", "beta")]
+    refused = cli("events", "--since", "yesterday-ish")
+    assert refused.code == 2 and "--since 10m" in refused.err
+
+
+def test_the_former_lines_option_is_kept_for_logs_but_no_longer_shown(emceepee_home: Path) -> None:
+    write_logs(emceepee_home, alpha="a1\na2\na3\n")
+    assert cli("logs", "alpha", "--lines", "2").out == cli("logs", "alpha", "--limit", "2").out == "a2\na3\n"
+    for words in (["logs"], ["events"], ["tasks", "list"]):
+        shown = cli(*words, "--help").out
+        assert "-n, --limit" in shown and "--lines" not in shown, words
 
 
 def test_logs_reach_into_every_rotated_file(emceepee_home: Path) -> None:
