@@ -184,14 +184,17 @@ def test_to_toml_holds_only_non_default_fields_unexpanded() -> None:
     }
 
 
-def test_add_refuses_a_name_that_exists_and_says_how_to_remove_it() -> None:
+def test_add_refuses_a_name_that_exists_and_says_how_to_replace_or_remove_it() -> None:
     add_server(ServerSpec("git", command="one"))
 
     with pytest.raises(UsageError) as caught:
         add_server(ServerSpec("git", command="two"))
 
     assert "Server 'git' already exists" in caught.value.message
-    assert caught.value.hint == "Remove it first with: emceepee servers remove git"
+    assert caught.value.hint == (
+        "Add --replace to replace it (emceepee servers add git --replace …), "
+        "or remove it first: emceepee servers remove git"
+    )
     assert load_config().servers["git"].command == "one"
 
 

@@ -25,7 +25,6 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from enum import StrEnum
-from pathlib import Path
 from typing import Protocol, TypeVar
 
 import anyio
@@ -39,9 +38,10 @@ from emceepee_cli.backends.dispatcher import BackendDispatcher
 from emceepee_cli.backends.ending import StopReason
 from emceepee_cli.backends.failures import brief, closest, connection_ended, describe, leaves, request_error
 from emceepee_cli.backends.listener import Listener, MessageSink
+from emceepee_cli.backends.logfile import LogFolder
 from emceepee_cli.backends.start_limit import StartSlots
 from emceepee_cli.config import ServerSpec, root_uris
-from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound
+from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound, hints, tools_step
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # one entry per attempt; then the backend is failed
 STABLE_AFTER_S = 60.0  # ready this long, and the next crash starts the backoff afresh
@@ -77,14 +77,14 @@ class Backend:
         self,
         spec: ServerSpec,
         sink: BackendSink,
-        log_dir: Path | None = None,
+        logs: LogFolder | None = None,
         starts: StartSlots | None = None,
     ) -> None:
         self.spec = spec
         self.sink = sink
         self.starts = starts  # how many backends boot at once (backends/start_limit.py); None: no limit
         self._wanted = anyio.Event()  # someone waits for it to start: it does not queue for a slot
-        self.log_path = log_dir / f"{spec.name}.log" if log_dir else None
+        self.log = logs.of(spec.name) if logs is not None else None  # its stderr log, if it keeps one
         self.status = Status.STARTING if spec.enabled else Status.DISABLED
         self.last_error: str | None = None
         self.restarts = 0
@@ -256,7 +256,7 @@ class Backend:
     ) -> AsyncIterator[connect.Streams]:
         opened = connect.open_transport(
             spec,
-            log_path=self.log_path,
+            log=self.log,
             on_stderr=self.listener.on_stderr,
             on_problem=self.listener.on_problem,
             refusals=refusals,
@@ -308,7 +308,7 @@ class Backend:
         if tool is None:
             raise NotFound(
                 f"Backend '{self.name}' has no tool '{name}'." + closest(name, self.offer.tools),
-                hint=f"List its tools with list_tools(server='{self.name}').",
+                **hints("List its tools with {}.", tools_step(self.name)),
             )
         return tool
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -15,6 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from emceepee_cli.backends import transport
 from emceepee_cli.backends.authorization import Refusals
 from emceepee_cli.backends.environment import backend_env
+from emceepee_cli.backends.logfile import LogPlace
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.errors import BackendError
 from emceepee_cli.sdk import negotiate_auto
@@ -28,7 +28,7 @@ Streams = tuple[Any, Any]  # the session's read and write streams (the SDK's or 
 async def open_transport(
     spec: ServerSpec,
     *,
-    log_path: Path | None,
+    log: LogPlace | None,
     on_stderr: Callable[[str], None],
     on_problem: Callable[[str], None],
     refusals: Refusals | None = None,
@@ -50,7 +50,7 @@ async def open_transport(
             spec.args,
             env=env,
             cwd=spec.cwd,
-            stderr_log=log_path,
+            stderr_log=log,
             on_stderr=on_stderr,
             on_problem=on_problem,
         )

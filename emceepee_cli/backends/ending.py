@@ -19,7 +19,7 @@ import anyio
 
 from emceepee_cli.backends import transport
 from emceepee_cli.backends.failures import closed, describe
-from emceepee_cli.errors import BackendError
+from emceepee_cli.errors import BackendError, Hints
 
 # A call failed by its backend's death waits for the transport to stop the process and read its
 # stderr (`ProcessInfo.settled`), so that its error has the exit status and the last stderr lines,
@@ -28,6 +28,14 @@ DEATH_REPORT_WAIT_S = transport.STOP_BOUND_S + transport.STDERR_DRAIN_S + 1.0
 DEATH_TAIL_LINES = 10  # of stderr, in an error that reports a backend's exit
 DEATH_TAIL_CHARS = 2000
 RETRY_HINT = "It is being restarted; retry the call once list_servers shows it ready."
+
+
+def retry_hints(server: str) -> Hints:
+    """After a backend's death: under serve it is being restarted; a command starts it afresh."""
+    return Hints(
+        hint=RETRY_HINT,
+        cli_hint=f"Run the command again to start it afresh; its stderr is in: emceepee logs {server}",
+    )
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,7 @@ async def cut_off(
     during = f"during {what}" if sent else f"before {what} was sent"
     if process is not None and process.dropped is not None:
         return BackendError(
-            f"Backend '{server}' lost its connection {during}: {process.dropped}.", hint=RETRY_HINT
+            f"Backend '{server}' lost its connection {during}: {process.dropped}.", **retry_hints(server)
         )
     if process is None:
         return BackendError(f"Lost the connection to backend '{server}' {during}")
@@ -90,4 +98,6 @@ async def cut_off(
         await process.settled.wait()
     exited = process.returncode is not None and process.stopped_with is None
     ended = "exited" if exited else "closed the connection"
-    return BackendError(f"Backend '{server}' {ended} {during} ({death_report(process)})", hint=RETRY_HINT)
+    return BackendError(
+        f"Backend '{server}' {ended} {during} ({death_report(process)})", **retry_hints(server)
+    )

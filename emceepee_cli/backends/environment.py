@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
-from mcp.client.stdio import get_default_environment
+from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, get_default_environment
 
 PASSED = (
     "SSL_CERT_FILE",
@@ -35,11 +35,15 @@ PASSED = (
 def backend_env(
     own: Mapping[str, str], pass_env: Iterable[str] = (), environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """The environment of a stdio backend: the allowlist and `pass_env` from `environ` (default
-    emceepee's), then the backend's `own` table."""
+    """The environment of a stdio backend: the SDK's basics, the allowlist and `pass_env` from
+    `environ` (default emceepee's), then the backend's `own` table."""
+    basics = get_default_environment()  # from os.environ, as the SDK reads them
+    if environ is not None:  # another environment's (a host's, for `doctor`): the same names from it
+        inherited = [k for k in DEFAULT_INHERITED_ENV_VARS if k in environ]
+        basics = {k: environ[k] for k in inherited if not environ[k].startswith("()")}  # not a function
     environ = os.environ if environ is None else environ
     wanted = (*PASSED, *pass_env)
     names = {w for w in wanted if not w.endswith("*")}
     prefixes = tuple(w[:-1] for w in wanted if w.endswith("*"))
     passed = {k: v for k, v in environ.items() if k in names or (prefixes and k.startswith(prefixes))}
-    return {**get_default_environment(), **passed, **own}
+    return {**basics, **passed, **own}

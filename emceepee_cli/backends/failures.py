@@ -19,13 +19,19 @@ import anyio
 import mcp_types as types
 from mcp import MCPError
 
-from emceepee_cli.errors import BackendError, EmceepeeError
+from emceepee_cli.errors import BackendError, EmceepeeError, Hints, Step, hints, logs_step
 from emceepee_cli.questions import url_questions
 
 log = logging.getLogger(__name__)
 
 _QUOTED_CODE = re.compile(r"^\s*(MCP error\s*)?-?\d+\s*:\s*")  # "MCP error -32602: …", as SDKs prefix it
-_LISTING = {"tools/call": "list_tools", "resources/read": "list_resources", "prompts/get": "list_prompts"}
+# What lists the names a request of each kind may use: (meta-tool, CLI command or None).
+_LISTING = {
+    "tools/call": ("list_tools", "tools"),
+    "resources/read": ("list_resources", None),
+    "prompts/get": ("list_prompts", None),
+}
+FAULT_HINT = "This is a fault in the backend; the call was not retried. Its log may say more: {}."
 
 
 class Answered(MCPError):
@@ -38,7 +44,6 @@ class Refused(Exception):
     request fails with this, never taken for the backend's own error; the connection lives on."""
 
     detail = ". That call failed; the backend stays connected."  # follows the refusal's own words
-    hint = "This is a fault in the backend; the call was not retried. Its get_logs may say more."
 
 
 class TooLong(Refused):
@@ -112,7 +117,7 @@ class BackendAnswered(BackendError):
     through natively answers the host with the backend's own error (server/native_requests.py)."""
 
     def __init__(self, server: str, answer: Answered, said: BackendError) -> None:
-        super().__init__(said.message, hint=said.hint)
+        super().__init__(said.message, hint=said.hint, cli_hint=said.cli_hint)
         self.server = server
         self.answer = answer
 
@@ -128,12 +133,19 @@ def answered_with_error(server: str, what: str, code: int, message: str) -> Back
     said = brief(_QUOTED_CODE.sub("", message, count=1) or message)
     listing = _LISTING.get(what.split(" ", 1)[0])
     if code in (types.INVALID_PARAMS, types.METHOD_NOT_FOUND, -32002) and listing:
-        hint = f"Check the name and arguments against {listing}(server='{server}'), then call again."
+        tool, command = listing
+        step = Step(f"{tool}(server='{server}')", f"emceepee {command} {server}" if command else tool)
+        said_next = hints("Check the name and arguments against {}, then call again.", step)
     elif code == types.METHOD_NOT_FOUND:
-        hint = f"Backend '{server}' does not support this request."
+        said_next = hints(f"Backend '{server}' does not support this request.")
     else:
-        hint = f"This is the backend's own error; get_logs(server='{server}') may say more."
-    return BackendError(f"Backend '{server}' answered {what} with error {code}: {said}", hint=hint)
+        said_next = hints("This is the backend's own error; {} may say more.", logs_step(server))
+    return BackendError(f"Backend '{server}' answered {what} with error {code}: {said}", **said_next)
+
+
+def fault_hints(server: str) -> Hints:
+    """What to do after a backend's answer emceepee cannot use: read its log."""
+    return hints(FAULT_HINT, logs_step(server))
 
 
 def connection_ended(exc: Exception) -> bool:
@@ -150,7 +162,7 @@ def request_error(server: str, what: str, exc: Exception) -> BackendError:
     sent an answer the SDK rejects."""
     if isinstance(exc, Refused):
         return BackendError(
-            f"emceepee refused backend '{server}'s answer to {what}: {exc}{exc.detail}", hint=exc.hint
+            f"emceepee refused backend '{server}'s answer to {what}: {exc}{exc.detail}", **fault_hints(server)
         )
     if isinstance(exc, Answered) and (needs_url := url_questions.required(server, what, exc)) is not None:
         return needs_url
@@ -163,5 +175,5 @@ def request_error(server: str, what: str, exc: Exception) -> BackendError:
     log.debug("backend %s: %s failed", server, what, exc_info=exc)  # a malformed answer (pydantic), …
     return BackendError(
         f"Backend '{server}' sent an answer to {what} that emceepee cannot use: {describe(exc)}",
-        hint="This is a fault in the backend; the call was not retried. Its get_logs may say more.",
+        **fault_hints(server),
     )

@@ -31,7 +31,6 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -44,7 +43,7 @@ from mcp.shared.message import SessionMessage
 from emceepee_cli import child_exits, processes
 from emceepee_cli.backends.failures import Refused, TooLong, Unreadable
 from emceepee_cli.backends.lines import Lines, Piece, top_level
-from emceepee_cli.backends.logfile import LogFile
+from emceepee_cli.backends.logfile import LogFile, LogPlace
 from emceepee_cli.backends.process import STOP_BOUND_S, ExitProtocol, ProcessInfo, stop, watch_exit
 from emceepee_cli.backends.raw_pipe import Exchanges
 from emceepee_cli.errors import BackendError
@@ -94,7 +93,7 @@ async def open_stdio(
     *,
     env: Mapping[str, str],
     cwd: str | None = None,
-    stderr_log: Path | None = None,
+    stderr_log: LogPlace | None = None,
     on_stderr: Callable[[str], None] | None = None,
     on_problem: Callable[[str], None] | None = None,
 ) -> AsyncIterator[tuple[ReadStream, WriteStream, ProcessInfo]]:

@@ -24,7 +24,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
 from emceepee_cli.backends.backend import Backend
 from emceepee_cli.calls.call import ProgressFn
-from emceepee_cli.errors import BackendError
+from emceepee_cli.errors import BackendError, hints, logs_step
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ async def call(
         raise BackendError(
             f"Backend '{server}' did not answer the task-augmented tools/call '{tool}' within "
             f"{CREATE_WAIT_S:g} s (a task should be created at once).",
-            hint=f"This is a fault in '{server}'; emceepee logs show its stderr (get_logs).",
+            **hints(f"This is a fault in '{server}'; its stderr is in its log: {{}}.", logs_step(server)),
         )
     task = types.CreateTaskResult.model_validate(raw).task
     log.debug("backend %s: %s runs as task %s", server, tool, task.task_id)

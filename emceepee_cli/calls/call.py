@@ -26,7 +26,7 @@ from emceepee_cli.calls.end import CallEnd, KeptRaw, Returned, ReturnedRaw
 from emceepee_cli.calls.policy import Follow
 from emceepee_cli.calls.spool import Held
 from emceepee_cli.clock import now_iso
-from emceepee_cli.errors import EmceepeeError
+from emceepee_cli.errors import SERVERS_STEP, EmceepeeError, Hints, hints, logs_step
 from emceepee_cli.ids import new_id
 from emceepee_cli.store.records import FINISHED_TASK, BadTransition, TaskJson, TaskRow, TaskStatus, task_json
 from emceepee_cli.store.unreadable import UnreadableRow
@@ -342,7 +342,8 @@ def outcome(row: TaskRow) -> types.CallToolResult | TaskJson:
         raise TaskEnded(
             f"Task {row['task_id']} ({row['server']}.{row['tool']}) {status.value}: "
             f"{row.get('error') or 'no reason recorded'}",
-            hint=RESUMABLE_HINT if resumable else _ENDED_HINT[status],
+            status,
+            **(resumable_hints(row["task_id"]) if resumable else ended_hints(status, row["server"])),
         )
     return task_json(row)
 
@@ -354,12 +355,30 @@ RESUMABLE_HINT = (
 
 
 class TaskEnded(EmceepeeError):
-    """The task ended without a result."""
+    """The task ended without a result; `status` says how (and the CLI's exit code with it)."""
+
+    def __init__(
+        self, message: str, status: TaskStatus, hint: str | None = None, *, cli_hint: str | None = None
+    ):
+        super().__init__(message, hint, cli_hint=cli_hint)
+        self.status = status
 
 
-_ENDED_HINT = {
-    TaskStatus.FAILED: "Check list_servers and get_logs for the backend, then call the tool again.",
-    TaskStatus.CANCELLED: "It was cancelled on request; call the tool again if you still need it.",
-    TaskStatus.EXPIRED: "It ran past its TTL; call the tool again, or raise task_ttl_ms in the config.",
-    TaskStatus.INTERRUPTED: "Call the tool again; the result of the lost call is unknown.",
-}
+def resumable_hints(task_id: str) -> Hints:
+    return Hints(
+        hint=RESUMABLE_HINT,
+        cli_hint=f"A host's model can go on from where it stopped with the task's resume token "
+        f"(emceepee tasks show {task_id} shows it).",
+    )
+
+
+def ended_hints(status: TaskStatus, server: str) -> Hints:
+    """What to do about a task that ended without a result, for each surface."""
+    if status == TaskStatus.FAILED:
+        return hints("Check the backend ({}, {}), then call the tool again.", SERVERS_STEP, logs_step(server))
+    said = {
+        TaskStatus.CANCELLED: "It was cancelled on request; call the tool again if you still need it.",
+        TaskStatus.EXPIRED: "It ran past its TTL; call the tool again, or raise task_ttl_ms in the config.",
+        TaskStatus.INTERRUPTED: "Call the tool again; the result of the lost call is unknown.",
+    }[status]
+    return Hints(hint=said, cli_hint=said)

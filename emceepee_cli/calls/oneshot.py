@@ -1,10 +1,11 @@
 """Backends started for one terminal command (`tools`, `call`, `doctor`): no serve, no host, no journal.
 
 Each backend is the same `Backend` that `serve` supervises, started the same way (the same
-environment rules, handshake and listing), and stopped when the command ends. What it says is
-kept in memory only: an ad hoc run writes neither the backend's log file nor the journal, so it
-never mixes with a running serve's. A question the backend asks goes to `ask` (the terminal, for
-`call`); a 2026-07-28 backend's input rounds are answered the same way.
+environment rules, handshake and listing), and stopped when the command ends. Its stderr goes to
+its log file as under `serve` (`command_logs`), each start marked with the command that made it,
+so `emceepee logs NAME` shows why a `call` failed; nothing goes to the journal. A question the
+backend asks goes to `ask` (the terminal, for `call`); a 2026-07-28 backend's input rounds are
+answered the same way.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import mcp_types as types
 
 from emceepee_cli.backends import listing, transport
 from emceepee_cli.backends.backend import Backend, BackendSink, Status, configured_roots, leaves
+from emceepee_cli.backends.logfile import LogFolder
 from emceepee_cli.calls import admission, input_rounds, policy
-from emceepee_cli.config import ServerSpec
+from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.errors import BackendError
 
 READY_WAIT_S = 30.0  # first runs of `uvx`/`npx` download packages before answering
@@ -88,14 +90,30 @@ def reply(
     return types.CreateMessageResult.model_validate(answer)
 
 
+def command_logs(command: str, defaults: Defaults) -> LogFolder | None:
+    """Where the backends a terminal command (`emceepee call`…) starts write their stderr: the
+    folder `serve` writes to; None (stderr in memory only) when it cannot be made."""
+    from emceepee_cli import paths
+
+    try:
+        folder = paths.ensure_private_dir(paths.logs_dir())
+    except OSError:
+        return None
+    return LogFolder(folder, defaults.log_backups, command)
+
+
 @asynccontextmanager
 async def started(
-    specs: Iterable[ServerSpec], ask: Ask = refuse, wait_s: float = READY_WAIT_S
+    specs: Iterable[ServerSpec],
+    ask: Ask = refuse,
+    wait_s: float = READY_WAIT_S,
+    logs: LogFolder | None = None,
 ) -> AsyncIterator[dict[str, Backend]]:
-    """The backends of `specs`, started together; yielded once each is ready or has failed to start
-    (or `wait_s` ran out); stopped, and everything they started with them, on the way out."""
+    """The backends of `specs`, started together (their stderr logged in `logs`, if given);
+    yielded once each is ready or has failed to start (or `wait_s` ran out); stopped, and
+    everything they started with them, on the way out."""
     sink = Sink(ask)
-    backends = {spec.name: Backend(spec, sink) for spec in specs}
+    backends = {spec.name: Backend(spec, sink, logs) for spec in specs}
     try:
         async with anyio.create_task_group() as tg:
             for backend in backends.values():

@@ -51,6 +51,8 @@ def denial(spec: ServerSpec, tool: str, rule: str) -> ToolDenied:
         f"{spec.name}.{tool} is denied by emceepee's config ([servers.{spec.name}] {rule}). "
         "Nothing was sent.",
         hint="Ask the user to change the config if it should be callable.",
+        cli_hint=f"Change that rule in [servers.{spec.name}] if it should be callable "
+        f"(emceepee servers show {spec.name} names the file).",
     )
 
 

@@ -20,6 +20,7 @@ from emceepee_cli.cli.terminal import render
 if TYPE_CHECKING:
     import mcp_types as types
 
+    from emceepee_cli.backends.logfile import LogFolder
     from emceepee_cli.config import Config, ServerSpec
 
 ServerArg = Annotated[
@@ -127,9 +128,10 @@ def _listing(path: Path, server: str | None, pattern: str | None, wait: float) -
     with from_hosts(path):
         loaded = config_mod.load_config(path)
         specs = _specs(loaded, server)
+        logs = oneshot.command_logs("emceepee tools", loaded.defaults)
 
         async def listing() -> dict[str, Any]:
-            async with oneshot.started(specs, wait_s=wait) as backends:
+            async with oneshot.started(specs, wait_s=wait, logs=logs) as backends:
                 return oneshot.tool_listing(backends.values(), pattern)
 
         out = anyio.run(listing)
@@ -189,14 +191,15 @@ def call(
     path = paths.config_path(config)
     given = asking.parse_args(args)
 
-    async def run(specs: list[ServerSpec]) -> types.CallToolResult:
-        async with oneshot.started(specs, ask=asking.ask, wait_s=wait) as backends:
+    async def run(specs: list[ServerSpec], logs: LogFolder | None) -> types.CallToolResult:
+        async with oneshot.started(specs, ask=asking.ask, wait_s=wait, logs=logs) as backends:
             backend = backends[server]
             try:
                 backend.require_session()
             except BackendUnavailable as exc:
                 hint = (
-                    f"See how it is started: emceepee servers show {server} (emceepee doctor checks it too)."
+                    f"Its stderr: emceepee logs {server}. How it is started: emceepee servers show {server} "
+                    "(emceepee doctor starts it as a host would)."
                 )
                 if backend.refusal is not None:  # its server refused emceepee's credentials: what to set
                     hint = backend.refusal.hint or hint
@@ -211,7 +214,9 @@ def call(
 
     with from_hosts(path):
         loaded = config_mod.load_config(path)
-        result = anyio.run(run, _specs(loaded, server))
+        result = anyio.run(
+            run, _specs(loaded, server), oneshot.command_logs("emceepee call", loaded.defaults)
+        )
     _show(result, json, out, tool)
 
 

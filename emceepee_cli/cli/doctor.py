@@ -33,6 +33,7 @@ def doctor(
     import anyio
 
     from emceepee_cli import paths
+    from emceepee_cli.calls import oneshot
     from emceepee_cli.hosts import doctor as checks_mod
 
     host_checks, host_env = checks_mod.host_checks()
@@ -41,7 +42,8 @@ def doctor(
     if loaded is not None and loaded.servers and not no_backends:
         env = checks_mod.host_environment(host_env)
         render.note(f"(starting {len(loaded.servers)} backend(s) as a host would: PATH={env['PATH']})")
-        checks += anyio.run(checks_mod.backend_checks, loaded, env, wait, config is not None)
+        logs = oneshot.command_logs("emceepee doctor", loaded.defaults)
+        checks += anyio.run(checks_mod.backend_checks, loaded, env, wait, config is not None, logs)
     checks += host_checks + checks_mod.serve_checks(paths.db_path(db))
     failed = checks_mod.failed(checks)
     if json:

@@ -292,15 +292,3 @@ def details(row: dict[str, Any], table: dict[str, Any], path: Path) -> dict[str,
     if row.get("problems"):
         out["problems"] = row["problems"]
     return out
-
-
-def shown(value: Any) -> str:
-    import shlex
-
-    if value is None:
-        return "(not found)"
-    if isinstance(value, list):
-        return shlex.join(str(v) for v in value) if value else "(none)"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in value.items()) or "(none)"
-    return str(value)

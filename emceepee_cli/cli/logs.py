@@ -9,6 +9,7 @@ followed stream is one JSON object per line.
 from __future__ import annotations
 
 import json as jsonlib
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +24,17 @@ if TYPE_CHECKING:
     from emceepee_cli.store.records import EventRow, OwnedEvent
 
 FOLLOW_EVERY_S = 0.2
+MAX_ROTATED = 100  # rotated files of one log read at most, whatever `log_backups` was
 FollowOpt = Annotated[
     bool, typer.Option("--follow", "-f", help="Keep printing what is added (Ctrl-C stops).")
 ]
-LinesOpt = Annotated[int, typer.Option("--lines", "-n", help="How many of the latest to show first.")]
+LimitOpt = Annotated[int, typer.Option("--limit", "-n", help="How many of the latest to show first.")]
+LinesAlias = Annotated[
+    int | None, typer.Option("--lines", hidden=True, help="The former name of --limit.", show_default=False)
+]
+DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+EVENT_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}", re.IGNORECASE)  # a ULID, as ids.py makes them
 
 
 @dataclass
@@ -66,16 +74,20 @@ def _log_files(folder: Path, server: str | None) -> dict[str, Path]:
             known = ", ".join(sorted(p.stem for p in folder.glob("*.log"))) or "(none yet)"
             raise NotFound(
                 f"No log for '{server}' in {folder}. Logs there: {known}.",
-                hint="A backend's stderr is written there by `emceepee serve` once it has started it.",
+                hint="A backend's stderr is written there once `emceepee serve` (or `tools`, `call` or "
+                "`doctor`) has started it.",
             )
         return {server: path}
     return {p.stem: p for p in sorted(folder.glob("*.log"))}
 
 
 def _latest(path: Path, n: int) -> list[str]:
-    """The last `n` lines of a log, reaching into its rotated predecessor if need be."""
+    """The last `n` lines of a log, reaching into its rotated predecessors (`NAME.log.1`, `.2` …)
+    if need be."""
+    from emceepee_cli.backends.logfile import rotated
+
     lines: list[str] = []
-    for part in (path, path.with_name(path.name + ".1")):
+    for part in (path, *rotated(path, MAX_ROTATED)):
         if len(lines) >= n or not part.exists():
             break
         lines = part.read_text(encoding="utf-8", errors="replace").splitlines() + lines
@@ -87,15 +99,19 @@ def logs(
         str | None, typer.Argument(metavar="SERVER", help="Only this backend's log.", show_default=False)
     ] = None,
     follow: FollowOpt = False,
-    lines: LinesOpt = 20,
+    limit: LimitOpt = 20,
+    lines: LinesAlias = None,
     json: JsonOpt = False,
 ) -> None:
     """Show (or follow) the backends' stderr logs.
 
-    The latest lines of each backend's log, or of one; -f keeps printing what is added.
+    The latest lines of each backend's log, or of one; -f keeps printing what is added. A
+    backend's log is written by whatever started it: `serve`, or `tools`, `call` and `doctor`
+    (each start begins with a line naming it).
     """
     from emceepee_cli import paths
 
+    lines = limit if lines is None else lines
     folder = paths.logs_dir()
     files = _log_files(folder, server)
     several = server is None
@@ -146,10 +162,30 @@ def _follow(tick: Any) -> None:
 
 def events(
     follow: FollowOpt = False,
-    lines: LinesOpt = 20,
+    limit: LimitOpt = 20,
     server: Annotated[
         str | None, typer.Option("--server", help="Only this server's events.", show_default=False)
     ] = None,
+    type_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--type",
+            metavar="TYPE",
+            help="Only events of this type (task_status, server_change, …); repeatable.",
+            show_default=False,
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="WHEN",
+            help="Only events since then: an age (30s, 10m, 2h, 1d), a time (2026-01-31T12:00, local "
+            "unless it names its zone), or an event id (the events after it).",
+            show_default=False,
+        ),
+    ] = None,
+    lines: LinesAlias = None,
     db: DbOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -160,8 +196,11 @@ def events(
     from emceepee_cli import paths
     from emceepee_cli.store import inspect
 
+    limit = limit if lines is None else lines
+    after, at = since_bound(since) if since else (None, None)
+    types = type_ or []
     path = paths.db_path(db)
-    rows = [_event(r) for r in inspect.events(path, limit=lines, server=server)] if lines else []
+    rows = [_event(r) for r in inspect.events(path, after, limit, server, types, at)] if limit else []
     if json and not follow:
         render.as_json({"events": rows})
         return
@@ -172,15 +211,38 @@ def events(
         return
     for event in rows:
         _event_line(event, json)
-    last = [rows[-1]["event_id"] if rows else _newest(path)]
+    last = [rows[-1]["event_id"] if rows else _newest(path) or after]
 
     def tick() -> None:
-        for row in inspect.events(path, after=last[0], limit=1000, server=server):
+        for row in inspect.events(path, last[0], 1000, server, types, at):
             event = _event(row)
             _event_line(event, json)
             last[0] = event["event_id"]
 
     _follow(tick)
+
+
+def since_bound(text: str) -> tuple[str | None, str | None]:
+    """`--since` as (an event id to read after, or a time as the journal writes it)."""
+    from datetime import UTC, datetime
+
+    from emceepee_cli.clock import now_iso
+    from emceepee_cli.errors import UsageError
+
+    text = text.strip()
+    if age := DURATION.fullmatch(text):
+        return None, now_iso(-float(age.group(1)) * UNIT_S[age.group(2)])
+    if EVENT_ID.fullmatch(text):
+        return text.upper(), None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(
+            f"--since '{text}' is not an age, a time or an event id.",
+            hint="E.g. --since 10m, --since 2h, --since 2026-01-31T12:00, or an event id as events shows it.",
+        ) from None
+    at = (at if at.tzinfo else at.astimezone()).astimezone(UTC)
+    return None, at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
 
 
 def _newest(path: Path) -> str | None:

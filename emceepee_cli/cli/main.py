@@ -6,7 +6,12 @@ Exit codes (the same for every command, and in a `--json` error object):
     1  a check failed (`doctor`), or an error not listed below
     2  bad input: a usage error, an unknown name or id, a config value that cannot be used
     3  a backend failed or is not available (`call`, `tools`), or its tool answered with an error
+       (`call`, `tasks result`), or the task failed (`tasks result`)
     4  the journal cannot be used
+    5  the task is still working (`tasks result`)
+    6  the task was cancelled (`tasks result`)
+    7  the task expired (`tasks result`)
+    8  the task was interrupted: the emceepee running it stopped (`tasks result`)
     130  interrupted (Ctrl-C)
 
 Commands are imported only when run (`lazy.py`); this module imports typer and nothing heavy.
@@ -86,8 +91,10 @@ app = typer.Typer(
     cls=EmceepeeGroup,
     help="emceepee: one MCP server that reaches all of yours.",
     epilog="Exit codes: 0 done; 1 a check failed; 2 bad input; 3 a backend failed; 4 the journal cannot be "
-    "used; 130 interrupted. With --json, an error is a JSON object on stdout. Reference: docs/cli.md",
+    "used; 5-8 a task has no result (tasks result: working, cancelled, expired, interrupted); "
+    "130 interrupted. With --json, an error is a JSON object on stdout. Reference: docs/cli.md",
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command's context inherits it
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     add_completion=True,

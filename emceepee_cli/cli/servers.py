@@ -64,8 +64,21 @@ def list_(config: ConfigOpt = None, json: JsonOpt = False) -> None:
         ((r["name"], r["status"], r["transport"], target(r)) for r in rows),
         empty=f"No servers in {path}. Add one with: emceepee servers add NAME -- COMMAND [ARGS…]",
     )
-    for problem in general + [p for r in rows for p in r.get("problems", [])]:
-        render.warn(problem)
+    _warn_once(path, general + [p for r in rows for p in r.get("problems", [])])
+
+
+def _warn_once(path: Path, problems: list[str]) -> None:
+    """The config's problems, printed once per change of the file (or of the problems); counted after."""
+    from emceepee_cli.cli import warned
+
+    if warned.is_new(path, problems):
+        for problem in problems:
+            render.warn(problem)
+    elif problems:
+        render.note(
+            f"({len(problems)} problem(s) in the config, printed before and unchanged since: "
+            "emceepee servers show NAME, or emceepee doctor, shows them)"
+        )
 
 
 @app.command("add", cls=AfterDashDash)
@@ -201,4 +214,19 @@ def show(name: NameArg, config: ConfigOpt = None, json: JsonOpt = False) -> None
     if json:
         render.as_json({"server": details})
         return
-    render.fields([(key, editing.shown(value)) for key, value in details.items()])
+    problems = details.pop("problems", [])
+    render.fields([(key, shown(value)) for key, value in details.items()])
+    if problems:  # each a sentence of its own, as written
+        render.line("problems:")
+        for problem in problems:
+            render.line(f"  - {problem}")
+
+
+def shown(value: Any) -> str:
+    """A setting's value as `servers show` prints it: text as it is, anything else as JSON (as
+    `--json` and the config's own syntax write it: `true`, `["--repo", "~/src"]`)."""
+    import json as jsonlib
+
+    if value is None:
+        return "(not found)"
+    return value if isinstance(value, str) else jsonlib.dumps(value, ensure_ascii=False)

@@ -30,6 +30,15 @@ IdArg = Annotated[str, typer.Argument(help="A task id, or any unique prefix of o
 LISTING = "See them with: emceepee tasks list --all"
 PAGE_SIZE, MAX_PAGE_SIZE = 50, 500  # as store/pages.py, not imported until a command runs
 STATUSES = ("working", "completed", "failed", "cancelled", "expired", "interrupted")
+# `tasks result`'s exit code for each way a task can stand (main.py lists them with the others).
+RESULT_EXIT_CODES = {
+    "completed": 0,
+    "failed": 3,
+    "working": 5,
+    "cancelled": 6,
+    "expired": 7,
+    "interrupted": 8,
+}
 
 
 def open_journal(db: Path | None) -> Journal:
@@ -71,7 +80,7 @@ def list_(
     server: Annotated[str | None, typer.Option(help="Only tasks of this server.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Include finished tasks.")] = False,
     limit: Annotated[
-        int, typer.Option(help=f"Tasks per page, newest first (1 to {MAX_PAGE_SIZE}).")
+        int, typer.Option("--limit", "-n", help=f"Tasks per page, newest first (1 to {MAX_PAGE_SIZE}).")
     ] = PAGE_SIZE,
     cursor: Annotated[str | None, typer.Option(help="Where the previous page said to go on.")] = None,
     db: DbOpt = None,
@@ -211,18 +220,44 @@ def result(
     db: DbOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Print a finished task's result (as the backend sent it; images and files saved to --out)."""
-    from emceepee_cli.calls.call import outcome
+    """Print a finished task's result (as the backend sent it; images and files saved to --out).
+
+    Exits 0 with the result; 3 if the tool answered with an error (the result is printed) or the
+    task failed; 5 if it is still working; 6 if it was cancelled, 7 if it expired, 8 if it was
+    interrupted (its emceepee stopped).
+    """
+    from emceepee_cli.calls.call import TaskEnded, outcome
     from emceepee_cli.cli.terminal.results import show_result
+    from emceepee_cli.errors import BackendError
+    from emceepee_cli.store.records import TaskStatus
 
     row = find(open_journal(db), task_id)
-    found = outcome(row)
+    try:
+        found = outcome(row)
+    except TaskEnded as exc:
+        exc.exit_code = RESULT_EXIT_CODES[exc.status]
+        raise
     if isinstance(found, dict):
-        raise UsageError(f"Task {row['task_id']} is still working.", hint="Try again later.")
-    if json:
+        raise StillWorking(
+            f"Task {row['task_id']} is still working.",
+            hint=f"Try again later; emceepee tasks show {row['task_id']} shows its progress.",
+        )
+    if json:  # the result says isError itself: one document, and the exit code
         render.as_json(found.model_dump(by_alias=True, mode="json", exclude_none=True))
+        if found.is_error:
+            raise typer.Exit(RESULT_EXIT_CODES[TaskStatus.FAILED])
         return
     show_result(found, out, row["tool"])
+    if found.is_error:
+        raise BackendError(
+            f"The tool '{row['tool']}' answered with an error (shown above).", hint="Its message says why."
+        )
+
+
+class StillWorking(UsageError):
+    """`tasks result` of a task that has no result yet."""
+
+    exit_code = 5
 
 
 @app.command("cancel")

@@ -108,6 +108,7 @@ class Defaults:
     roots: tuple[str, ...] = ()  # backends' roots when neither their own nor the host's are given
     expose: Expose = "meta"  # backend tools on the host's tools/list: meta-tools only, directly, or both
     direct_name_max: int = 64  # longest `server__tool` name in direct mode (model APIs allow 64)
+    log_backups: int = 1  # rotated files kept of each backend's stderr log (NAME.log.1 … .N)
 
 
 @dataclass(frozen=True)

@@ -45,18 +45,25 @@ class Plan:
     restart: tuple[ServerSpec, ...] = ()
     kept: dict[str, str] = field(default_factory=dict[str, str])  # a broken table: name -> why
     defaults_changed: bool = False
+    was_off: frozenset[str] = frozenset()  # of `restart`, those that were disabled before
 
     @property
     def empty(self) -> bool:
         return not (self.start or self.stop or self.restart)
 
     def summary(self) -> dict[str, Any]:
-        """What changed, as the `config_reloaded` event and the log line show it."""
+        """What changed, as the `config_reloaded` event and the log line show it: a server switched
+        on is `enabled`, one that is off now (switched off, or added or changed while off) is
+        `disabled`; neither is said to have started or restarted, as neither had a process."""
         out: dict[str, Any] = {
-            "started": [s.name for s in self.start],
+            "started": [s.name for s in self.start if s.enabled],
             "stopped": list(self.stop),
-            "restarted": [s.name for s in self.restart],
+            "restarted": [s.name for s in self.restart if s.enabled and s.name not in self.was_off],
         }
+        enabled = [s.name for s in self.restart if s.enabled and s.name in self.was_off]
+        disabled = [s.name for s in (*self.start, *self.restart) if not s.enabled]
+        out |= {"enabled": enabled} if enabled else {}
+        out |= {"disabled": disabled} if disabled else {}
         if self.kept:
             out["kept_running"] = dict(self.kept)
         if self.defaults_changed:
@@ -90,6 +97,7 @@ def plan(running: Mapping[str, ServerSpec], loaded: Config, new: Config) -> Plan
         restart=tuple(restart),
         kept=kept,
         defaults_changed=new.defaults != loaded.defaults,
+        was_off=frozenset(spec.name for spec in restart if not running[spec.name].enabled),
     )
 
 

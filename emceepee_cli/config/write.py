@@ -37,7 +37,10 @@ def add_server(spec: ServerSpec, path: Path | None = None, *, replace: bool = Fa
     def put(text: str, doc: dict[str, Any]) -> str:
         servers = _servers_table(doc, path)
         if spec.name in servers and not replace:
-            hint = f"Remove it first with: emceepee servers remove {spec.name}"
+            hint = (
+                f"Add --replace to replace it (emceepee servers add {spec.name} --replace …), "
+                f"or remove it first: emceepee servers remove {spec.name}"
+            )
             raise UsageError(f"Server '{spec.name}' already exists in {path}.", hint=hint)
         return _edited(path, lambda: put_server(text, doc, spec.name, _table(spec, servers.get(spec.name))))
 

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from emceepee_cli.backends.logfile import LogFolder
 from emceepee_cli.config import Config, ServerSpec
 from emceepee_cli.errors import ConfigError, EmceepeeError, JournalError
 from emceepee_cli.hosts import catalog
@@ -25,6 +26,7 @@ from emceepee_cli.hosts import catalog
 State = Literal["ok", "fail", "note"]
 PASSED_ON = ("HOME", "LOGNAME", "SHELL", "TERM", "USER")  # what a host's environment has besides PATH
 TAIL_LINES = 5
+UNSET = "} is not set"  # how config/expand.py says a `${VAR}` has no value
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ def config_checks(path: Path, host_env: Mapping[str, str]) -> tuple[list[Check],
         fix = (
             f"emceepee servers show {problem.server}, then edit {path}" if problem.server else f"edit {path}"
         )
+        if problem.server and UNSET in problem.message:  # the value is right: the variable is missing
+            fix = _env_fix(_unset_var(problem.message))
         checks.append(Check("config", where or str(path), "fail", problem.message, fix))
     return checks, loaded
 
@@ -271,14 +275,9 @@ def precheck(spec: ServerSpec, env: Mapping[str, str], config: Sequence[str] = (
     try:
         spec.expanded(env)
     except ConfigError as exc:
-        shell = (
-            " (it is set in this shell, not for the host)" if _unset_var(exc.message) in os.environ else ""
-        )
-        fix = (
-            "add it to the \"env\" block of emceepee's entry in your host's config, "
-            f"e.g. {_unset_var(exc.message)}=…"
-        )
-        return Check("backend", spec.name, "fail", exc.message + shell, fix)
+        var = _unset_var(exc.message)
+        shell = " (it is set in this shell, not for the host)" if var in os.environ else ""
+        return Check("backend", spec.name, "fail", exc.message + shell, _env_fix(var))
     if spec.command is None or "${" in spec.command:
         return None
     found = catalog.resolve(spec.command, for_host=env.get("PATH", ""))
@@ -296,16 +295,37 @@ def precheck(spec: ServerSpec, env: Mapping[str, str], config: Sequence[str] = (
     return Check("backend", spec.name, "fail", detail, fix)
 
 
+def _env_fix(var: str) -> str:
+    """Where to set `var` for emceepee under a host: the env block of its entry, in each host file
+    that has one (where the host reads it), else in the host's config once installed."""
+    from emceepee_cli.hosts import config_file
+
+    files = []
+    for host in catalog.HOSTS.values():
+        with contextlib.suppress(ConfigError):
+            doc = config_file.read(host.path())
+            if doc.exists and (found := _entry(doc, host)) is not None:
+                files.append(f"{host.path()} ({host.title}, entry '{found[0]}')")
+    add = f'add "{var}": "…" to the "env" block of emceepee\'s entry in '
+    if not files:
+        return add + "your host's config (emceepee install HOST makes the entry)"
+    return add + " and in ".join(files)
+
+
 def _unset_var(message: str) -> str:
     start = message.find("${")
     return message[start + 2 : message.find("}", start)] if start >= 0 else "VAR"
 
 
 async def backend_checks(
-    loaded: Config, env: Mapping[str, str], wait_s: float, explicit: bool = False
+    loaded: Config,
+    env: Mapping[str, str],
+    wait_s: float,
+    explicit: bool = False,
+    logs: LogFolder | None = None,
 ) -> list[Check]:
-    """A check per server: started as a host would, unless something stops it first. `explicit`:
-    the config was named on the command line, so the fixes name it too."""
+    """A check per server: started as a host would, unless something stops it first (its stderr
+    logged in `logs`). `explicit`: the config was named on the command line, so the fixes name it too."""
     from emceepee_cli.backends.backend import Status
     from emceepee_cli.calls import oneshot
     from emceepee_cli.redact import redact
@@ -322,24 +342,37 @@ async def backend_checks(
         else:
             startable.append(replace(spec))
     with environment(env):
-        async with oneshot.started(startable, wait_s=wait_s) as backends:
+        async with oneshot.started(startable, wait_s=wait_s, logs=logs) as backends:
             for name, backend in backends.items():
                 if backend.status == Status.READY:
                     detail = f"started as a host would: handshake ok, {len(backend.offer.tools)} tool(s)"
                     checks[name] = Check("backend", name, "ok", detail)
                     continue
-                tail = "\n".join(oneshot.heard(backend)[-TAIL_LINES:])
                 error = backend.last_error or f"still {backend.status} after {wait_s:g} s"
-                detail = redact(error + (f"\nstderr:\n{tail}" if tail and tail not in error else ""))
-                fix = backend.refusal.hint if backend.refusal is not None else _try(backend.spec)
+                detail = redact(error + _stderr(oneshot.heard(backend), error))
+                fix = backend.refusal.hint if backend.refusal is not None else _try(backend.spec, env)
                 checks[name] = Check("backend", name, "fail", detail, fix)
     return [checks[name] for name in loaded.servers if name in checks]
 
 
-def _try(spec: ServerSpec) -> str:
+def _stderr(heard: list[str], error: str) -> str:
+    """What the backend wrote to stderr, when its error does not quote it already (a death report
+    ends with its stderr tail, backends/ending.py)."""
+    tail = heard[-TAIL_LINES:]
+    return "\nstderr:\n" + "\n".join(tail) if tail and "stderr tail:" not in error else ""
+
+
+def _try(spec: ServerSpec, env: Mapping[str, str]) -> str:
+    """How to see the failure for oneself: the backend started as a host starts it, not as this
+    shell would (hosts/command_line.py)."""
+    from emceepee_cli.hosts.command_line import reproduce
+
     if spec.url is not None:
         return f"check the URL and headers: emceepee servers show {spec.name}"
-    return "run it in a terminal to see what it says: " + shlex.join([spec.command or "", *spec.args])
+    started = reproduce(spec, env)
+    reads = ", ".join(f"${{{name}}}" for name in started.reads)
+    shell = f" ({reads} from this shell: set to what the host's env block holds)" if reads else ""
+    return f"start it as a host does, to see what it says{shell}: {started.line}"
 
 
 def failed(checks: list[Check]) -> bool:

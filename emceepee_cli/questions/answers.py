@@ -107,18 +107,23 @@ def check_approver(row: PendingRow, answer: dict[str, Any], by: str) -> None:
             "pending.",
             hint="Ask the user to approve it that way, or decline it. Letting the model add and remove "
             'servers without a person is the user\'s choice: [defaults] model_adds_servers = "allow".',
+            cli_hint=f"Approve it that way, or decline it: emceepee answer {request_id} --decline",
         )
     raise UsageError(
         f"Approval {request_id} can be accepted only {only} "
         f"(approval_by = {json.dumps(allowed)} for '{row['server']}'), not by the {by}. It is still pending.",
         hint="Ask the user to approve it that way, or decline it. Letting the model approve "
         "this server's calls is the user's choice: \"model\" in approval_by.",
+        cli_hint=f"Approve it that way, or decline it: emceepee answer {request_id} --decline. Who may "
+        f"approve '{row['server']}'s calls is its approval_by in the config.",
     )
 
 
 def _not_pending(row: PendingRow) -> UsageError:
     base = already_answered(row)
-    return UsageError(f"{base.message} ({row['error']})", hint=base.hint) if row.get("error") else base
+    if not row.get("error"):
+        return base
+    return UsageError(f"{base.message} ({row['error']})", hint=base.hint, cli_hint=base.cli_hint)
 
 
 def check_answer(row: PendingRow, answer: dict[str, Any]) -> tuple[str, dict[str, Any]]:

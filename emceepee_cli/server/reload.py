@@ -151,10 +151,14 @@ async def _apply(services: Services, config: Config, why: str, say: bool) -> dic
     if plan.empty:
         log.info("config reload (%s): no server changed", why)
     else:
+        switched = "".join(
+            f", {key} {', '.join(data[key])}" for key in ("enabled", "disabled") if key in data
+        )
         log.info(
-            "config reload (%s): started %s, stopped %s, restarted %s",
+            "config reload (%s): started %s, stopped %s, restarted %s%s",
             why,
             *(", ".join(data[key]) or "none" for key in ("started", "stopped", "restarted")),
+            switched,
         )
     if not plan.empty or plan.kept or plan.defaults_changed or say:  # else only a touch
         services.events.emit("config_reloaded", None, data)

@@ -21,6 +21,7 @@ from emceepee_cli import config as config_mod
 from emceepee_cli.backends import transport
 from emceepee_cli.backends.backend import Backend, BackendSink, Status
 from emceepee_cli.backends.ending import StopReason
+from emceepee_cli.backends.logfile import LogFolder
 from emceepee_cli.backends.start_limit import StartSlots
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec, reload
 from emceepee_cli.config.reload import Plan
@@ -78,7 +79,8 @@ class Registry:
         self.tables[spec.name] = spec
         if self.config.defaults.pass_env:  # every backend's, then its own
             spec = replace(spec, pass_env=(*self.config.defaults.pass_env, *spec.pass_env))
-        backend = Backend(spec, self.sink, self.log_dir, self.starts)
+        logs = LogFolder(self.log_dir, self.config.defaults.log_backups) if self.log_dir else None
+        backend = Backend(spec, self.sink, logs, self.starts)
         self.backends[spec.name] = backend
         self.runtime.spawn(backend.run, name=f"backend {spec.name}")
         return backend

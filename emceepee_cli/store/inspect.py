@@ -12,7 +12,7 @@ import contextlib
 import os
 import sqlite3
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -96,9 +96,16 @@ def question_choices(path: Path) -> list[tuple[str, str]]:
 
 
 def events(
-    path: Path, after: str | None = None, limit: int = 50, server: str | None = None
+    path: Path,
+    after: str | None = None,
+    limit: int = 50,
+    server: str | None = None,
+    types: Sequence[str] = (),
+    since: str | None = None,
 ) -> list[EventRow]:
-    """Events after the id `after` (all when None), oldest first; at most the `limit` latest."""
+    """Events after the id `after` (all when None), of `server` and of one of `types` when given,
+    made at or after the time `since` (as the journal writes time); oldest first, at most the
+    `limit` latest."""
     where, params = ["1 = 1"], []
     if after:
         where.append("event_id > ?")
@@ -106,6 +113,12 @@ def events(
     if server:
         where.append("server = ?")
         params.append(server)
+    if types:
+        where.append(f"type IN ({', '.join('?' for _ in types)})")
+        params.extend(types)
+    if since:
+        where.append("created_at >= ?")
+        params.append(since)
     sql = (
         f"SELECT * FROM (SELECT event_id, instance_id, type, server, data, created_at FROM events "
         f"WHERE {' AND '.join(where)} ORDER BY event_id DESC LIMIT ?) ORDER BY event_id"

@@ -35,7 +35,7 @@ def cli(*args: str, env: Mapping[str, str | None] | None = None) -> Ran:
 
 def _run(args: list[str]) -> int:
     try:
-        main.app(args, prog_name="emceepee", standalone_mode=False)
+        result = main.app(args, prog_name="emceepee", standalone_mode=False)
     except EmceepeeError as exc:
         render.error(exc)
         return exc.exit_code
@@ -44,4 +44,4 @@ def _run(args: list[str]) -> int:
     except ClickException as exc:
         exc.show()
         return exc.exit_code
-    return 0
+    return result if isinstance(result, int) else 0  # a typer.Exit's code, as main.main returns it

@@ -165,12 +165,13 @@ def test_call_is_admitted_by_the_rule_serve_uses_deny_then_listed_then_schema(tm
         "type": "ToolDenied",
         "message": "chain.delete_draft is denied by emceepee's config "
         "([servers.chain] tools.deny = ['delete_*'] ('delete_*' matches)). Nothing was sent.",
-        "hint": "Ask the user to change the config if it should be callable.",
+        "hint": "Change that rule in [servers.chain] if it should be callable "
+        "(emceepee servers show chain names the file).",
     }
     assert unlisted.code == 2 and unlisted.json()["error"] == {
         "type": "NotFound",
         "message": "Backend 'chain' has no tool 'step_d'. Did you mean: step_c, step_b, step_a?",
-        "hint": "List its tools with list_tools(server='chain').",
+        "hint": "List its tools with emceepee tools chain.",
     }
     assert mistyped.code == 2 and mistyped.json()["error"] == {
         "type": "UsageError",

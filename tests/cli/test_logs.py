@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import subprocess
@@ -10,10 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+from emceepee_cli.clock import now_iso
 from emceepee_cli.ids import new_id
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import OwnedEvent
 from tests.cli.clirun import cli
+from tests.support import hostile_table, write_config
 
 DEADLINE_S = 20.0
 WRITE_EVENT = """
@@ -157,3 +160,91 @@ def test_paths_names_config_journal_logs_and_key(emceepee_home: Path) -> None:
     assert found["logs"] == str(emceepee_home / "data" / "logs")
     assert found["key"] == str(emceepee_home / "data" / "install.key")
     assert "claude-desktop" in done.json()["hosts"]
+
+
+def _journal_events(db: Path, *events: tuple[str, str, str]) -> list[str]:
+    """(type, server, created_at) events journaled in order; their ids."""
+    journal = Journal(db)
+    ids = []
+    for kind, server, at in events:
+        event: OwnedEvent = {
+            "event_id": new_id(),
+            "instance_id": "i",
+            "type": kind,
+            "server": server,
+            "created_at": at,
+            "data": {},
+        }
+        journal.events.add(event)
+        ids.append(event["event_id"])
+    journal.close()
+    return ids
+
+
+def test_events_filter_by_type_server_and_since_and_limit_like_every_listing(emceepee_home: Path) -> None:
+    db = emceepee_home / "data" / "journal.db"
+    recent = now_iso(-60)  # a minute ago
+    ids = _journal_events(
+        db,
+        ("server_connected", "alpha", "2026-01-01T00:00:00.000Z"),
+        ("task_status", "alpha", "2026-01-01T10:00:00.000Z"),
+        ("server_failed", "beta", recent),
+        ("task_status", "beta", recent),
+    )
+
+    def types(*args: str) -> list[tuple[str, str]]:
+        done = cli("events", *args, "--json")
+        assert done.code == 0, done.err
+        return [(e["type"], e["server"]) for e in done.json()["events"]]
+
+    assert types("--type", "task_status") == [("task_status", "alpha"), ("task_status", "beta")]
+    assert types("--type", "task_status", "--type", "server_failed", "--server", "beta") == [
+        ("server_failed", "beta"),
+        ("task_status", "beta"),
+    ]
+    assert types("--since", "10m") == [("server_failed", "beta"), ("task_status", "beta")]
+    assert (
+        types("--since", "2026-01-01T09:00Z") == types("--since", ids[0]) == types("--since", ids[0].lower())
+    )
+    assert len(types("--since", "2026-01-01T09:00Z")) == 3
+    assert types("--limit", "1") == types("-n", "1") == types("--lines", "1") == [("task_status", "beta")]
+    refused = cli("events", "--since", "yesterday-ish")
+    assert refused.code == 2 and "--since 10m" in refused.err
+
+
+def test_the_former_lines_option_is_kept_for_logs_but_no_longer_shown(emceepee_home: Path) -> None:
+    write_logs(emceepee_home, alpha="a1\na2\na3\n")
+    assert cli("logs", "alpha", "--lines", "2").out == cli("logs", "alpha", "--limit", "2").out == "a2\na3\n"
+    for words in (["logs"], ["events"], ["tasks", "list"]):
+        shown = cli(*words, "--help").out
+        assert "-n, --limit" in shown and "--lines" not in shown, words
+
+
+def test_logs_reach_into_every_rotated_file(emceepee_home: Path) -> None:
+    folder = write_logs(emceepee_home, alpha="a4\n")
+    for n, text in ((1, "a3\n"), (2, "a2\n"), (3, "a1\n")):
+        (folder / f"alpha.log.{n}").write_text(text)
+    assert cli("logs", "alpha", "-n", "3").out == "a2\na3\na4\n"
+    assert cli("logs", "alpha", "-n", "10").out == "a1\na2\na3\na4\n"
+
+
+def test_after_a_failing_call_its_log_says_why_and_which_command_started_it(tmp_path: Path) -> None:
+    config = str(write_config(tmp_path / "config.toml", hostile_table("h")))
+    died = cli("call", "h", "die", "code=4", "--config", config)
+    logged = cli("logs", "h")
+    assert died.code == 3 and "emceepee logs h" in died.err
+    lines = logged.out.splitlines()
+    assert logged.code == 0 and any(
+        re.search(r"--- started by emceepee call \(pid \d+\) ---$", line) for line in lines
+    )
+    assert any(line.endswith("hostile: dying on request") for line in lines), logged.out
+
+
+def test_tools_and_doctor_log_the_backends_they_start_each_start_marked(tmp_path: Path) -> None:
+    config = str(write_config(tmp_path / "config.toml", hostile_table("h", "--say", "hello from h")))
+    assert cli("tools", "h", "--config", config).code == 0
+    cli("doctor", "--config", config, "--wait", "20")
+    logged = cli("logs", "h", "-n", "100").out
+    starts = re.findall(r"--- started by (emceepee \w+) \(pid \d+\) ---", logged)
+    assert starts == ["emceepee tools", "emceepee doctor"], logged
+    assert logged.count("hello from h") == 2

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,7 +63,66 @@ def test_tasks_result_prints_the_backends_result(journal: Journal) -> None:
     working = cli("tasks", "result", "01AAA")
     assert plain.returncode == 0 and plain.stdout == 'the answer\n{\n  "n": 42\n}\n'
     assert as_json["structuredContent"] == {"n": 42}
-    assert working.returncode == 2 and "still working" in working.stderr
+    assert working.returncode == 5 and "still working" in working.stderr
+
+
+META_TOOLS = re.compile(
+    r"\b(list_tools|list_servers|get_logs|get_task|execute_tool|list_tasks|resume_tool)\b"
+)
+
+
+def _ended(
+    journal: Journal,
+    task_id: str,
+    status: TaskStatus,
+    result: dict[str, Any] | None = None,
+    resume_token: str | None = None,
+) -> None:
+    at = now_iso()
+    row = {"task_id": task_id, "instance_id": "01INSTANCE", "server": "echo", "tool": "slow", "args": {}}
+    journal.tasks.insert(as_task_row({**row, "status": "working", "created_at": at, "last_updated_at": at}))
+    if resume_token is not None:
+        journal.tasks.set_resume(task_id, resume_token, auto=False)
+    journal.tasks.finish(task_id, status, error=None if result else f"it {status}", result=result)
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "hint"),
+    [
+        (TaskStatus.FAILED, 3, "emceepee logs echo"),
+        (TaskStatus.CANCELLED, 6, "cancelled on request"),
+        (TaskStatus.EXPIRED, 7, "task_ttl_ms"),
+        (TaskStatus.INTERRUPTED, 8, "the result of the lost call is unknown"),
+    ],
+)
+def test_tasks_result_exits_with_a_code_of_its_own_for_each_way_a_task_ends_without_a_result(
+    journal: Journal, status: TaskStatus, code: int, hint: str
+) -> None:
+    _ended(journal, "01EEEENDED0000000000000000", status)
+    ended = cli("tasks", "result", "01EEE")
+    assert ended.returncode == code, ended
+    assert f"(echo.slow) {status}: it {status}" in ended.stderr and hint in ended.stderr
+    assert not META_TOOLS.search(ended.stderr), ended.stderr  # a person is told commands, not meta-tools
+
+
+def test_tasks_result_of_an_interrupted_resumable_task_points_at_its_resume_token(journal: Journal) -> None:
+    _ended(journal, "01FFFRESUMABLE000000000000", TaskStatus.INTERRUPTED, resume_token="backend-token")
+    ended = cli("tasks", "result", "01FFF")
+    assert ended.returncode == 8 and "emceepee tasks show 01FFFRESUMABLE000000000000" in ended.stderr
+    assert not META_TOOLS.search(ended.stderr), ended.stderr
+
+
+def test_tasks_result_of_a_tool_error_prints_it_and_exits_3(journal: Journal) -> None:
+    failed = {"content": [{"type": "text", "text": "no such file"}], "isError": True}
+    _ended(journal, "01GGGTOOLERROR000000000000", TaskStatus.COMPLETED, result=failed)
+    plain = cli("tasks", "result", "01GGG")
+    as_json = cli("tasks", "result", "01GGG", "--json")
+    assert (
+        plain.returncode == 3
+        and plain.stdout == "no such file\n"
+        and "answered with an error" in plain.stderr
+    )
+    assert as_json.returncode == 3 and json.loads(as_json.stdout)["isError"] is True
 
 
 def test_tasks_cancel_marks_the_request_and_refuses_finished_tasks(journal: Journal) -> None:

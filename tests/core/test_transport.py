@@ -14,6 +14,7 @@ import pytest
 from mcp.shared.message import SessionMessage
 
 from emceepee_cli.backends import transport
+from emceepee_cli.backends.logfile import LogPlace
 from emceepee_cli.errors import BackendError
 from tests.support import alive
 
@@ -43,7 +44,7 @@ async def test_lines_go_each_way_stderr_is_kept_cut_and_the_process_ends_with_st
     heard: list[str] = []
     log = tmp_path / "logs" / "b.log"
     opened = transport.open_stdio(
-        sys.executable, ["-c", ECHO], env=dict(os.environ), stderr_log=log, on_stderr=heard.append
+        sys.executable, ["-c", ECHO], env=dict(os.environ), stderr_log=LogPlace(log), on_stderr=heard.append
     )
     with anyio.fail_after(20):
         async with opened as (read, write, info):
@@ -60,7 +61,7 @@ async def test_lines_go_each_way_stderr_is_kept_cut_and_the_process_ends_with_st
     assert info.returncode == 0 and info.describe_exit() == "exit code 0 once emceepee closed its stdin"
     assert not alive(info.pid)
     marker, first = log.read_text().splitlines()[:2]  # each line stamped; each start marked
-    assert re.fullmatch(rf"{STAMP} --- started by emceepee \(pid {os.getpid()}\) ---", marker)
+    assert re.fullmatch(rf"{STAMP} --- started by emceepee serve \(pid {os.getpid()}\) ---", marker)
     assert re.fullmatch(rf"{STAMP} started", first)
 
 

@@ -19,6 +19,7 @@ from tests.support import (
     example_table,
     next_event,
     payload,
+    run_cli,
     serving,
     still_answering,
     texts,
@@ -103,3 +104,42 @@ async def test_sighup_reloads_instead_of_killing_serve_and_a_changed_server_rest
     assert unchanged == {"reason": "SIGHUP", "started": [], "stopped": [], "restarted": []}
     assert changed["restarted"] == ["echo"]
     assert after["echo"]["pid"] != pid and not alive(pid)
+
+
+async def test_a_server_switched_off_and_on_from_the_cli_is_said_disabled_and_enabled_not_restarted(
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path / "config.toml", example_table("echo", "echo.py"), example_table("other", "echo.py")
+    )
+    async with serving(config) as client:
+        with anyio.fail_after(90):
+            await client.call_tool("list_tools", {})
+            await client.call_tool("execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "x"}})
+            other = (await servers(client))["other"]["pid"]
+            assert run_cli("servers", "disable", "echo", "--config", str(config)).returncode == 0
+            off = await next_event(client, "config_reloaded")
+            between = await servers(client)
+            assert run_cli("servers", "enable", "echo", "--config", str(config)).returncode == 0
+            on = await next_event(client, "config_reloaded")
+            called = await client.call_tool(
+                "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "back"}}
+            )
+            after = await servers(client)
+            await still_answering(client)
+    assert off == {
+        "reason": "the file changed",
+        "started": [],
+        "stopped": [],
+        "restarted": [],
+        "disabled": ["echo"],
+    }
+    assert on == {
+        "reason": "the file changed",
+        "started": [],
+        "stopped": [],
+        "restarted": [],
+        "enabled": ["echo"],
+    }
+    assert between["echo"]["status"] == "disabled" and texts(called) == ["back"]
+    assert between["other"]["pid"] == after["other"]["pid"] == other  # untouched throughout

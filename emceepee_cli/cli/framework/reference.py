@@ -23,7 +23,9 @@ Every command takes `--help`. Commands that print take `--json`: they then print
 document (the same objects the meta-tools return), and an error is a JSON object too:
 `{"error": {"type", "message", "hint"}, "exit_code": N}`. Exit codes: 0 done; 1 a check failed
 (`doctor`); 2 bad input (usage, unknown name or id, a value that cannot be used); 3 a backend
-failed or answered with an error; 4 the journal cannot be used; 130 interrupted.
+failed or answered with an error (or, for `tasks result`, the task failed); 4 the journal cannot be
+used; 130 interrupted. `tasks result` of a task with no result: 5 still working, 6 cancelled,
+7 expired, 8 interrupted (the emceepee running it stopped).
 """
 
 

@@ -118,14 +118,13 @@ def fields(pairs: Sequence[tuple[str, Any]]) -> None:
 def error(exc: EmceepeeError, as_json_error: bool = False) -> None:
     from emceepee_cli.redact import redact  # an error may quote a value a ${VAR} expanded to
 
+    hint = exc.terminal_hint  # the next step as a command, where the error names it both ways
     if as_json_error:
-        failure(
-            type(exc).__name__, redact(exc.message), redact(exc.hint) if exc.hint else None, exc.exit_code
-        )
+        failure(type(exc).__name__, redact(exc.message), redact(hint) if hint else None, exc.exit_code)
         return
     _write(_styled(f"Error: {redact(exc.message)}", "bold red", sys.stderr), sys.stderr)
-    if exc.hint:
-        _write(redact(exc.hint), sys.stderr)
+    if hint:
+        _write(redact(hint), sys.stderr)
 
 
 def failure(kind: str, message: str, hint: str | None, exit_code: int) -> None:
