@@ -12,18 +12,24 @@ from emceepee_cli import redact
 
 
 @pytest.fixture(autouse=True)
-def emceepee_home(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> Path:
+def emceepee_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "emceepee-home"
     monkeypatch.setenv("EMCEEPEE_HOME", str(home))
-    user = tmp_path_factory.mktemp("user-home")  # beside tmp_path, which a test may want empty
-    monkeypatch.setenv("HOME", str(user))
-    for xdg in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "APPDATA"):
-        monkeypatch.delenv(xdg, raising=False)
     monkeypatch.delenv("EMCEEPEE_CONFIG", raising=False)
     monkeypatch.delenv("EMCEEPEE_DB", raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The user home of this test (beside its tmp_path, which a test may want empty): the hosts'
+    files the CLI reads are the ones the test writes there, never the real user's."""
+    folder = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(folder))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
+    for xdg in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "APPDATA"):
+        monkeypatch.delenv(xdg, raising=False)
+    return folder
 
 
 @pytest.fixture(autouse=True)

@@ -58,15 +58,6 @@ def styled(text: str, style: str) -> str:
 STYLES = ["tabs", "2 spaces", "4 spaces", "crlf"]
 
 
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "home"
-    folder.mkdir()
-    monkeypatch.setenv("HOME", str(folder))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
-    return folder
-
-
 def host_file(key: str, text: str) -> Path:
     path = catalog.HOSTS[key].path()
     path.parent.mkdir(parents=True, exist_ok=True)

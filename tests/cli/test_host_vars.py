@@ -19,14 +19,10 @@ TOKEN = "ghp_0123456789abcdefghijKLMN"
 
 
 @pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "home"
-    folder.mkdir()
-    monkeypatch.setenv("HOME", str(folder))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
+def no_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shell has none of the variables the hosts' files are to give (tests/conftest.py's home)."""
     for name in ("GITHUB_TOKEN", "GITHUB_PERSONAL_ACCESS_TOKEN"):
         monkeypatch.delenv(name, raising=False)
-    return folder
 
 
 @pytest.fixture

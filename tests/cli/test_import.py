@@ -18,15 +18,6 @@ TOKEN = "ghp_0123456789abcdefghijKLMN"
 BEARER = "Bearer sk-live-0123456789abcdef"
 
 
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "home"
-    folder.mkdir()
-    monkeypatch.setenv("HOME", str(folder))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
-    return folder
-
-
 def remote(host: catalog.Host) -> dict[str, Any]:
     entry: dict[str, Any] = {
         host.url_key: "https://api.example.com/mcp",

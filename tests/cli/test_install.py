@@ -17,15 +17,6 @@ from tests.cli.clirun import cli
 EXE = str(Path(sys.executable).parent / "emceepee")  # the console script of this environment
 
 
-@pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "home"
-    folder.mkdir()
-    monkeypatch.setenv("HOME", str(folder))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
-    return folder
-
-
 def servers(host: catalog.Host, path: Path) -> dict[str, dict[str, object]]:
     return dict(json.loads(path.read_text())[host.servers_key])
 

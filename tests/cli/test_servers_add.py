@@ -174,16 +174,6 @@ def test_show_names_an_unknown_server_with_the_known_ones(config: Path) -> None:
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A home of this test's own: the hosts' files read are the ones the test writes."""
-    folder = tmp_path / "home"
-    folder.mkdir()
-    monkeypatch.setenv("HOME", str(folder))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
-    return folder
-
-
-@pytest.fixture
 def two_pythons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path) -> tuple[Path, Path]:
     """A venv's `python3` first on this shell's PATH; another `python3` (without the venv's
     packages) on the PATH a host gives emceepee, which this shell has too, later."""
