@@ -29,6 +29,7 @@ import mcp_types as types
 from emceepee_cli import seal
 from emceepee_cli.backends.backend import Backend
 from emceepee_cli.calls import lifetime, policy, resume
+from emceepee_cli.calls.askers import Askers
 from emceepee_cli.calls.call import (
     Call,
     CallAnswer,
@@ -86,6 +87,7 @@ class Tasks:
         self.recorder = Recorder(shared)
         self.driver = Driver(shared, questions, self.recorder, backends=backends, roots=roots)
         self.host_rounds = HostRounds(shared.journal, questions, install_key, shared.instance_id)
+        self.askers = Askers(questions, self.driver.calls)  # which calls its questions hold
 
     def __repr__(self) -> str:
         return f"<Tasks in_flight={len(self.calls)}>"
@@ -221,9 +223,9 @@ class Tasks:
         """
         with anyio.move_on_after(timeout_s):
             while not call.ended:
-                if self.suspended(call):
+                if self.askers.suspended(call):
                     await self.questions.sync()  # an answer another process wrote may not be noticed yet
-                    if self.suspended(call):
+                    if self.askers.suspended(call):
                         return
                 await self._woken(call, relay)
 
@@ -242,48 +244,6 @@ class Tasks:
         finally:
             if call.relay is relay:
                 call.relay = None
-
-    def suspended(self, call: Call) -> bool:
-        """Blocked on a question of its own for the client: one tied to it, or one of those tied to
-        no call when each call that can have asked them surely did (`asking_untied`). A question
-        another call asked, or one asked before this call began, never blocks it. A URL parked for
-        later (a -32042 error) blocks no call."""
-        live = self.questions.live
-        own = self.questions.listed(task_id=call.call_id)
-        return any(live[q["request_id"]].blocks_call for q in own) or call.call_id in self.asking_untied(
-            call.server
-        )
-
-    def asking_untied(self, server: str) -> set[str]:
-        """The calls on `server` each surely waiting on one of its questions tied to no call: those
-        that can have asked them (still in flight, not waiting on a question of their own) when
-        they are no more than the questions — a call asks one question at a time, so each has one."""
-        free = self.could_ask(server, sole=False)
-        untied = [
-            calls
-            for q in self.questions.live.values()
-            if q.row["server"] == server and q.row["task_id"] is None and q.blocks_call
-            if not q.forwarding and not q.answered.is_set() and (calls := q.could_ask & free)
-        ]
-        askers: set[str] = set().union(*untied)
-        return askers if len(untied) >= len(askers) else set()
-
-    def question_arrived(self, server: str, task_id: str | None) -> None:
-        """Wake whoever waits on the call(s) a new question may block, so the model hears of it now."""
-        for call in self.calls.on(server):
-            if task_id is None or call.call_id == task_id:
-                call.nudge()
-
-    def could_ask(self, server: str, *, sole: bool = True) -> frozenset[str]:
-        """The calls that can have asked a handshake-era question `server` asks now: with `sole`,
-        the one call in flight there if it is alone; else those not already waiting for an answer
-        to a question of their own (a call asks one question at a time)."""
-        calls = self.calls.on(server)
-        if sole and len(calls) == 1:
-            return frozenset([calls[0].call_id])
-        live = self.questions.live.values()
-        waiting = {q.row["task_id"] for q in live if q.blocks_call and not q.answered.is_set()}
-        return frozenset(c.call_id for c in calls if c.call_id not in waiting)
 
     # ---- the task tools ------------------------------------------------------------------
 

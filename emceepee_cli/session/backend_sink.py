@@ -127,15 +127,15 @@ class Hearing:
         """A handshake-era backend asks mid-call: park (and maybe forward) it; its settled row.
 
         The question is labelled with the call that asked only when no other call can have asked
-        it (calls/tasks.py's `Tasks.could_ask`); else it keeps the calls that can have. It is tied
+        it (calls/askers.py's `Askers.could_ask`); else it keeps the calls that can have. It is tied
         to a host's held request instead when that is the only request in flight there."""
-        could_ask = self.tasks.could_ask(backend.name)
+        could_ask = self.tasks.askers.could_ask(backend.name)
         task_id, correlation = (next(iter(could_ask)), "sole") if len(could_ask) == 1 else (None, "server")
         held = self.native.rounds.asking(backend.name) if self.native is not None else []
         if held:  # a host's prompts/get or resources/read waits there too (session/native_rounds.py)
             alone = len(held) == 1 and not self.tasks.calls.on(backend.name)
             task_id, correlation = None, "sole" if alone else "server"
-            could_ask = frozenset() if alone else self.tasks.could_ask(backend.name, sole=False)
+            could_ask = frozenset() if alone else self.tasks.askers.could_ask(backend.name, sole=False)
         dumped = params.model_dump(mode="json", exclude_none=True)
         try:
             question = await self.questions.ask(

@@ -181,7 +181,7 @@ def build(
     tasks = Tasks(
         shared, questions, backends=backends.get, install_key=_install_key(), roots=roots.for_backend
     )
-    questions.on_waiting(tasks.question_arrived)
+    questions.on_waiting(tasks.askers.question_arrived)
     held = NativeRounds(
         questions, runtime, tasks.install_key, instance_id, lambda b: roots.for_backend(b.spec)
     )

@@ -46,7 +46,7 @@ async def tasks(
             hostile("h"),
         )
         built = Tasks(p.shared, p.questions, backends=backends.get, install_key=seal.install_key(tmp_path))
-        p.questions.on_waiting(built.question_arrived)
+        p.questions.on_waiting(built.askers.question_arrived)
         try:
             yield built, p, backends, record
         finally:
@@ -215,18 +215,18 @@ async def test_a_question_is_tied_to_the_one_call_that_can_have_asked_it(tmp_pat
         )
 
     def suspended() -> dict[str, bool]:
-        return {call.call_id: t.suspended(call) for call in t.calls}
+        return {call.call_id: t.askers.suspended(call) for call in t.calls}
 
     async with tasks(tmp_path) as (t, p, backends, _):
         with anyio.fail_after(WAIT_S):
             first = await start(gates[0])
-            alone = t.could_ask("h")
+            alone = t.askers.could_ask("h")
             await p.questions.ask("h", "elicitation", form, task_id=first, correlation="sole")
-            asking_again = t.could_ask("h")
+            asking_again = t.askers.could_ask("h")
             second = await start(gates[1])
-            beside_a_waiting_call = t.could_ask("h")
+            beside_a_waiting_call = t.askers.could_ask("h")
             third = await start(gates[2])
-            among_two = t.could_ask("h")
+            among_two = t.askers.could_ask("h")
             await untied(among_two)
             one_of_two = suspended()
             await untied(among_two)
