@@ -7,13 +7,9 @@ a promotion can cancel it), under its own cancel scope. The handler waits up to 
 ever existed. Not done, or blocked on a question: `promoted` — a `working` task row is journaled
 and the handler answers with it — and the call goes on; when it ends (`finished`) its end is
 written to the journal (`completed | failed | cancelled | expired | interrupted`) and announced as
-an event. Every wait on the journal inside a shield is bounded (`JOURNAL_WAIT_S`).
-
-`timeout_ms` never becomes a request timeout on the backend call: that would cancel it, and
-any question it is waiting on.
-
-This module keeps the waiting and the task tools (`get_task`, `get_task_result`, `cancel_task`,
-`resume_tool`…); the call itself runs in calls/runner.py, which keeps the calls in flight.
+an event. Every wait on the journal inside a shield is bounded (`JOURNAL_WAIT_S`). `timeout_ms`
+never becomes a request timeout on the backend call: that would cancel it and its questions.
+This module keeps the waiting and the task tools; the call runs in calls/runner.py.
 """
 
 from __future__ import annotations
