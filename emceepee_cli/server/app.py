@@ -50,7 +50,7 @@ from emceepee_cli.server.meta_tools import TOOLS, Call, MetaTool
 from emceepee_cli.server.native_tasks import NativeTasks, TasksServer, task_support
 from emceepee_cli.server.resume_wire import resume_tokens
 from emceepee_cli.server.stdio import host_streams
-from emceepee_cli.session import wiring
+from emceepee_cli.session import roots_round, wiring
 from emceepee_cli.session.wiring import Services
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.faults import serving_from_memory
@@ -136,6 +136,7 @@ def build_server(
     server.add_notification_handler("notifications/initialized", types.NotificationParams, _initialized)
     server.middleware.append(_answer_always)  # outermost: a handler's bug is still an answer
     server.middleware.append(resume_tokens)  # a task's resume token also where the proposal puts it
+    server.middleware.append(roots_round.refuse_malformed_roots)  # with the field that is wrong
     NativeTasks(_note_host).register(server)  # the protocol's own Tasks (server/native_tasks.py)
     server.add_notification_handler(
         "notifications/roots/list_changed", types.NotificationParams, _roots_changed

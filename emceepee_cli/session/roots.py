@@ -6,7 +6,9 @@ from the config; else the host's roots, when the host declared `roots`; else `[d
 else none. The host's roots are fetched once on its standalone channel and kept until the host
 says they changed, so a backend that asks often costs the host nothing, and a host that fails
 `roots/list` is asked again only after its next `list_changed` (its backends get the defaults).
-When what a backend would be answered changes, it is sent `notifications/roots/list_changed`.
+A 2026-07-28 host takes no `roots/list`: its roots come in an input round of its tool call
+(session/roots_round.py) and are kept the same way. When what a backend would be answered
+changes, it is sent `notifications/roots/list_changed`.
 """
 
 from __future__ import annotations
@@ -62,9 +64,20 @@ class Roots:
             return configured_roots(spec.roots)
         if self._host_has_roots():
             await self._fetch_host()
-            if self.host_roots is not None:
-                return self.host_roots
+        if self.host_roots is not None:  # fetched, or given in a round
+            return self.host_roots
         return self.defaults
+
+    def wants_host_roots(self) -> bool:
+        """Whether a 2026-07-28 host is to be asked its roots in a round: they are not known yet
+        (or it said they changed), and some backend would be answered with them (no roots of its own)."""
+        return not self._fetched and any(not backend.spec.roots for backend in self.backends())
+
+    def from_host_round(self, roots: RootList) -> None:
+        """A 2026-07-28 host's roots, given in an input round: kept until it says they changed, and
+        told to every backend whose answer they change."""
+        self.host_roots, self._fetched = list(roots), True
+        self.runtime.spawn(self.refresh, name="host roots from a round")
 
     async def _fetch_host(self) -> None:
         """The host's roots, once until it says they changed (concurrent askers share one fetch)."""

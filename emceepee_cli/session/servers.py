@@ -29,18 +29,26 @@ from emceepee_cli.config import ConfigProblem
 from emceepee_cli.errors import NotFound
 from emceepee_cli.session.direct import Direct
 from emceepee_cli.session.registry import READY_WAIT_S, Registry, config_error
+from emceepee_cli.session.roots_round import RootsRound
 
 LISTING_WAIT_S = 2.0  # list_tools(server=…) of a backend still starting: a short wait, then its status
 
 
 class Servers:
     def __init__(
-        self, registry: Registry, heard: Heard, tasks: Tasks, *, direct: Direct | None = None
+        self,
+        registry: Registry,
+        heard: Heard,
+        tasks: Tasks,
+        *,
+        direct: Direct | None = None,
+        roots_round: RootsRound | None = None,
     ) -> None:
         self.registry = registry
         self.heard = heard
         self.tasks = tasks
         self.direct = direct  # backend tools on the host's own tools/list
+        self.roots_round = roots_round  # a 2026-07-28 host's roots, asked before its call
 
     def __repr__(self) -> str:
         return f"<Servers {list(self.registry.backends)}>"
@@ -127,11 +135,18 @@ class Servers:
         `fast`: it came by the fast lane (calls/raw_step.py). `asks`: what a 2026-07-28 host's request
         can answer (its questions then come back as input rounds); with `retry`, this request is that
         host's retry with a round's answers, which goes on with the call it came from
-        (calls/host_rounds.py) and starts nothing."""
+        (calls/host_rounds.py) and starts nothing. A 2026-07-28 host may first be asked its roots, in
+        a round of their own (session/roots_round.py); its retry with them starts the call."""
+        rounds = self.roots_round if asks is not None else None
+        if rounds is not None and retry is not None and rounds.answers(retry):
+            rounds.take(retry, server, tool, args)
+            retry = None
         if retry is not None and asks is not None:
             return await self.tasks.continued(server, tool, args, timeout_ms, relay, retry=retry, asks=asks)
         backend = self.registry.backend(server)
         policy.refuse_denied(backend.spec, tool)  # at once, even while the backend starts
+        if rounds is not None and asks is not None and (round_ := rounds.offer(server, tool, args, asks)):
+            return round_
         check = functools.partial(self._admit, backend, tool, args)
         starting = backend.starting  # then `check` runs once it is up, as part of the call
         if not starting:

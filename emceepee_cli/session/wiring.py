@@ -39,6 +39,7 @@ from emceepee_cli.session.native_lists import Native
 from emceepee_cli.session.native_rounds import NativeRounds
 from emceepee_cli.session.registry import Registry
 from emceepee_cli.session.roots import Roots
+from emceepee_cli.session.roots_round import RootsRound
 from emceepee_cli.session.server_changes import ServerChanges
 from emceepee_cli.session.servers import Servers
 from emceepee_cli.session.watcher import Watcher
@@ -194,7 +195,13 @@ def build(
     return Services(
         shared=shared,
         registry=registry,
-        servers=Servers(registry, heard, tasks, direct=direct),
+        servers=Servers(
+            registry,
+            heard,
+            tasks,
+            direct=direct,
+            roots_round=RootsRound(roots, tasks.install_key, instance_id),
+        ),
         changes=ServerChanges(registry, questions, shared),
         tasks=tasks,
         questions=questions,
