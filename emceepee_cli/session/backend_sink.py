@@ -1,4 +1,4 @@
-"""What backends say, passed on: `Hearing` is the sink every backend reports to (backends/backend.py's
+"""What backends say, passed on: `SessionSink` is the sink every backend reports to (backends/backend.py's
 `BackendSink`).
 
 A notification is kept for `get_notifications`, emitted as an event and relayed to the host's
@@ -50,7 +50,7 @@ class HostViews:
     roots: Roots | None = None
 
 
-class Hearing:
+class SessionSink:
     def __init__(
         self,
         shared: Shared,
@@ -74,7 +74,7 @@ class Hearing:
         self.descendants = descendants  # what the backends start, watched (backends/descendants.py)
 
     def __repr__(self) -> str:
-        return f"<Hearing {self.instance_id}>"
+        return f"<SessionSink {self.instance_id}>"
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
         """Kept for get_notifications and emitted as an event; a repeat is counted, not kept again."""

@@ -33,7 +33,7 @@ from emceepee_cli.questions.host_link import HostLink
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.session import activity
-from emceepee_cli.session.backend_sink import Hearing, HostViews
+from emceepee_cli.session.backend_sink import HostViews, SessionSink
 from emceepee_cli.session.direct import Direct
 from emceepee_cli.session.native_lists import Native
 from emceepee_cli.session.native_rounds import NativeRounds
@@ -190,8 +190,8 @@ def build(
     direct = Direct(backends, defaults, host, runtime)
     descendants = Descendants(journal, runtime, instance_id)
     views = HostViews(native=native, direct=direct, roots=roots)
-    hearing = Hearing(shared, heard, questions, tasks, views=views, descendants=descendants)
-    registry = Registry(config, runtime, sink=hearing, backends=backends, direct=direct, log_dir=log_dir)
+    sink = SessionSink(shared, heard, questions, tasks, views=views, descendants=descendants)
+    registry = Registry(config, runtime, sink=sink, backends=backends, direct=direct, log_dir=log_dir)
     return Services(
         shared=shared,
         registry=registry,
