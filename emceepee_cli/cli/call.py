@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
     from emceepee_cli.backends.logfile import LogFolder
     from emceepee_cli.config import Config, ServerSpec
+    from emceepee_cli.errors import BackendError
+    from emceepee_cli.questions.url_questions import UrlElicitationRequired
 
 ServerArg = Annotated[
     str,
@@ -187,6 +189,7 @@ def call(
     from emceepee_cli.calls import oneshot
     from emceepee_cli.cli import asking
     from emceepee_cli.errors import BackendUnavailable
+    from emceepee_cli.questions.url_questions import UrlElicitationRequired
 
     path = paths.config_path(config)
     given = asking.parse_args(args)
@@ -209,6 +212,8 @@ def call(
             )
             try:
                 return await oneshot.call(backend, tool, arguments, asking.ask, asking.progress)
+            except UrlElicitationRequired as exc:  # the URLs to open: said, never dropped
+                raise _urls_to_open(exc) from None
             finally:
                 render.clear_status()
 
@@ -218,6 +223,19 @@ def call(
             run, _specs(loaded, server), oneshot.command_logs("emceepee call", loaded.defaults)
         )
     _show(result, json, out, tool)
+
+
+def _urls_to_open(exc: UrlElicitationRequired) -> BackendError:
+    """A backend's "URL elicitation required" answer, as the person at the terminal needs it: each
+    URL with what the backend says of it, and what to do once it is done."""
+    from emceepee_cli.errors import BackendError
+
+    lines = [f"{exc.message}:"]
+    for elicitation in exc.elicitations:
+        lines += [f"  {elicitation.get('message', '')}".rstrip(), f"  open: {elicitation['url']}"]
+    return BackendError(
+        "\n".join(lines), hint="Open each URL in a browser and finish there, then run the same command again."
+    )
 
 
 def _show(result: types.CallToolResult, json: bool, out: Path, tool: str) -> None:

@@ -88,6 +88,15 @@ def test_a_tool_error_is_shown_and_exits_3(config: Path) -> None:
     assert as_json.code == 3 and as_json.json()["isError"] is True and "error" not in as_json.json()
 
 
+def test_a_backend_that_needs_urls_opened_first_shows_each_url_and_exits_3(tmp_path: Path) -> None:
+    """A "URL elicitation required" answer reaches the person: every URL, with what it is for."""
+    config = write_config(tmp_path / "config.toml", example_table("ua", "urlauth.py"))
+    done = cli("call", "ua", "sync_all", "--config", str(config))
+    assert done.code == 3, done.err
+    assert done.err.count("open: https://auth.example.com/connect?elicitationId=") == 2, done.err
+    assert "Authorize access to" in done.err and "run the same command again" in done.err
+
+
 def test_arguments_that_do_not_match_the_schema_are_refused_before_sending(config: Path) -> None:
     done = cli("call", "echo", "add", "a=two", "b=3", "--config", str(config))
     assert (
