@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -67,6 +68,7 @@ class Listener(Generic[B]):
         self.backend = backend
         self.sink = sink
         self._handshaking: anyio.CancelScope | None = None
+        self._limit: anyio.CancelScope | None = None  # the handshake's time limit, while it runs
         self._garbled: str | None = None
         self._refreshes: listing.Refreshes | None = None
 
@@ -76,19 +78,32 @@ class Listener(Generic[B]):
     async def handshake(self, session: ClientSession, protocol: str) -> None:
         """The handshake, bounded; a line of garbage on stdout fails it at once, not at the timeout."""
         self._garbled = None
-        with anyio.fail_after(INITIALIZE_TIMEOUT_S):
+        limit = self._limit = anyio.CancelScope(deadline=anyio.current_time() + INITIALIZE_TIMEOUT_S)
+        with limit:
             self._handshaking = anyio.CancelScope()
             try:
                 with self._handshaking:
                     await connect.handshake(session, protocol)
             finally:
                 self._handshaking = None
+                self._limit = None
+        if limit.cancelled_caught:
+            raise TimeoutError
         if self._garbled is not None:
             raise BackendError(
                 f"wrote a line that is not JSON-RPC to stdout during start-up: {self._garbled}",
                 hint="Its stdout must carry only JSON-RPC (logs belong on stderr): check the server's "
                 "command and args; run it in a terminal to see what it prints.",
             )
+
+    def pause_handshake_limit(self) -> None:
+        """A person is asked to sign in during the handshake: their time does not count."""
+        if self._limit is not None:
+            self._limit.deadline = math.inf
+
+    def resume_handshake_limit(self) -> None:
+        if self._limit is not None:
+            self._limit.deadline = anyio.current_time() + INITIALIZE_TIMEOUT_S
 
     def relist_in(self, task_group: anyio.abc.TaskGroup, session: ClientSession) -> None:
         """Re-listings of this connection run in `task_group`, over `session`."""

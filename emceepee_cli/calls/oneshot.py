@@ -24,6 +24,7 @@ from emceepee_cli.backends.logfile import LogFolder
 from emceepee_cli.calls import admission, input_rounds, policy
 from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.errors import BackendError
+from emceepee_cli.signin.flow import Nobody, Person
 
 READY_WAIT_S = 30.0  # first runs of `uvx`/`npx` download packages before answering
 KEPT_LINES = 50  # of each backend's stderr and log messages
@@ -41,8 +42,9 @@ async def refuse(server: str, kind: str, params: dict[str, Any]) -> dict[str, An
 class Sink:
     """What the backends report, kept for the command (a `BackendSink`)."""
 
-    def __init__(self, ask: Ask) -> None:
+    def __init__(self, ask: Ask, sign_in: Person | None = None) -> None:
         self.ask = ask
+        self.sign_in: Person = sign_in or Nobody()  # who signs in to a remote backend's server
         self.heard: dict[str, deque[str]] = {}
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 
+from emceepee_cli.signin.flow import Nobody
 from emceepee_cli.backends.backend import Backend, Status
 from emceepee_cli.backends.process import ProcessInfo
 from emceepee_cli.config import Defaults, Policy, ServerSpec
@@ -72,6 +73,7 @@ class Sink:
 
     def __init__(self) -> None:
         self.heard: list[tuple[str, str]] = []
+        self.sign_in = Nobody()
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
         self.heard.append(("notification", method))

@@ -1,0 +1,90 @@
+"""A remote backend while its server waits for the person to sign in (signin/flow.py does the
+sign-in; this is what it means for the backend).
+
+While the person is being asked: the backend's start no longer counts against its handshake's
+time limit nor holds a start slot (a person may take minutes), and every call to it fails at once
+with the URL to open and the command that signs in from a terminal, instead of waiting behind
+the sign-in. A sign-in that ends without tokens (declined, nobody came within the window, the
+authorization server refused, the flow failed) leaves the backend failed, not restarting: every
+restart would ask the person again. It starts again when its token file changes (`emceepee auth
+login`, from the session's watcher) or its config table does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+
+from emceepee_cli.backends.authorization import Unauthorized
+from emceepee_cli.errors import BackendUnavailable
+from emceepee_cli.signin.flow import Person
+
+if TYPE_CHECKING:
+    from emceepee_cli.backends.backend import Backend
+
+
+@dataclass
+class Prompt:
+    """The sign-in the person is asked for now."""
+
+    url: str
+
+
+class BackendSignIn:
+    """The `Person` a backend's sign-in talks to: the owner's (serve's questions, a terminal),
+    with the backend's own state kept around it."""
+
+    def __init__(self, backend: Backend, person: Person) -> None:
+        self.backend = backend
+        self.person = person
+        self.prompt: Prompt | None = None
+
+    def __repr__(self) -> str:
+        return f"<BackendSignIn {self.backend.name} asking={self.prompt is not None}>"
+
+    async def show(self, server: str, url: str) -> None:
+        self.prompt = Prompt(url)
+        self.backend.listener.pause_handshake_limit()
+        if self.backend.starts is not None:
+            self.backend.starts.release(self.backend)
+        self.backend.changed()  # callers waiting for its start are told now, not at their timeout
+        await self.person.show(server, url)
+
+    async def declined(self, server: str) -> str:
+        return await self.person.declined(server)
+
+    async def done(self, server: str, signed_in: bool) -> None:
+        self.prompt = None
+        self.backend.listener.resume_handshake_limit()
+        await self.person.done(server, signed_in)
+        self.backend.changed()
+
+    def failed(self, message: str) -> None:
+        """The sign-in ended without tokens: the backend fails for good, saying why and what to run."""
+        self.backend.refused(
+            Unauthorized(
+                message,
+                hint=f"Run `emceepee auth login {self.backend.name}` to sign in from a terminal; a running "
+                "serve starts the backend again once it is signed in.",
+                status=401,
+            )
+        )
+
+    def unavailable(self) -> BackendUnavailable | None:
+        """What a call to the backend is told while the person is asked to sign in."""
+        if self.prompt is None:
+            return None
+        name = self.backend.name
+        return BackendUnavailable(
+            f"Backend '{name}' is waiting for you to sign in to its server. Open this link to sign in "
+            f"(emceepee also opened it in your browser): {self.prompt.url}",
+            hint=f"Or sign in from a terminal: `emceepee auth login {name}`. Call again once signed in "
+            "(await_activity hears server_connected).",
+        )
+
+
+async def never() -> str:
+    await anyio.sleep_forever()
+    raise AssertionError("unreachable")
