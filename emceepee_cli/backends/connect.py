@@ -32,13 +32,18 @@ async def open_transport(
     on_stderr: Callable[[str], None],
     on_problem: Callable[[str], None],
     refusals: Refusals | None = None,
+    auth: httpx2.Auth | None = None,
 ) -> AsyncIterator[tuple[Streams, transport.ProcessInfo | None]]:
     """The streams to an expanded `spec`, and its process (None for a remote backend). `refusals`
-    hears a remote backend's refusals of emceepee's credentials (backends/authorization.py)."""
+    hears a remote backend's refusals of emceepee's credentials (backends/authorization.py); with
+    `auth` (signin/flow.py) it hears each request's final response from the sign-in instead, so
+    the challenge that starts a sign-in is not taken for a refusal."""
     if spec.transport == "http":
         assert spec.url is not None
-        hooks = {"response": [refusals.on_response]} if refusals is not None else {}
-        http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=HTTP_TIMEOUT, event_hooks=hooks)
+        hooks = {"response": [refusals.on_response]} if refusals is not None and auth is None else {}
+        http = httpx2.AsyncClient(
+            headers=dict(spec.headers), timeout=HTTP_TIMEOUT, event_hooks=hooks, auth=auth
+        )
         async with http, streamable_http_client(spec.url, http_client=http) as (read, write):
             yield (read, write), None
         return

@@ -17,8 +17,8 @@ import anyio
 
 from emceepee_cli.events import Events
 from emceepee_cli.ids import new_id
-from emceepee_cli.signin.flow import authorization_target, open_browser
 from emceepee_cli.questions.questions import Question, Questions
+from emceepee_cli.signin.flow import authorization_target, open_browser
 from emceepee_cli.store.records import Kind
 
 CORRELATION = "sign_in"
@@ -56,7 +56,8 @@ class SignInQuestions:
             {
                 "request_id": question.request_id,
                 "url": url,
-                "hint": f"The user signs in by opening the link; or from a terminal: emceepee auth login {server}.",
+                "hint": "The user signs in by opening the link; or from a terminal: "
+                f"emceepee auth login {server}.",
             },
         )
 
@@ -67,7 +68,7 @@ class SignInQuestions:
         assert question is not None
         await question.answered.wait()
         row = question.row
-        answer = json.loads(row["answer"]) if row.get("answer") else {}
+        answer = json.loads(row["answer"] or "{}")
         if row["status"] == "accepted" and answer.get("action", "accept") == "accept":
             await anyio.sleep_forever()  # the link was opened: the redirect settles it
         return f"its question {question.request_id} was {row['status']}"

@@ -73,7 +73,9 @@ class SessionSink:
         self.roots = views.roots
         self.direct = views.direct  # backend tools on the host's own tools/list
         self.descendants = descendants  # what the backends start, watched (backends/descendants.py)
-        self.sign_in = SignInQuestions(questions, shared.events)  # a remote backend's sign-in (questions/sign_in.py)
+        self.sign_in = SignInQuestions(
+            questions, shared.events
+        )  # a remote backend's sign-in (questions/sign_in.py)
 
     def __repr__(self) -> str:
         return f"<SessionSink {self.instance_id}>"

@@ -26,13 +26,18 @@ import threading
 import time
 import webbrowser
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, cast
 from urllib.parse import urlsplit
 
 import anyio
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    TokenEndpointAuthMethod,
+)
 
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.redact import redact
@@ -253,20 +258,20 @@ def _preregistered(spec: ServerSpec) -> OAuthClientInformationFull | None:
     return OAuthClientInformationFull(
         client_id=oauth.client_id,
         client_secret=oauth.client_secret or None,
-        token_endpoint_auth_method=_auth_method(spec),  # type: ignore[arg-type]  # checked by the config
+        token_endpoint_auth_method=_auth_method(spec),
         redirect_uris=[loopback.redirect_uri(port)] if port else None,  # type: ignore[list-item]
         grant_types=["authorization_code", "refresh_token"],
     )
 
 
-def _auth_method(spec: ServerSpec) -> str | None:
+def _auth_method(spec: ServerSpec) -> TokenEndpointAuthMethod | None:
     """How a pre-registered client authenticates at the token endpoint: as the config says, else
     with its secret (basic) when it has one, else none. A registered client's is the server's."""
     oauth = spec.oauth
     if oauth is None or not oauth.client_id:
         return None
     if oauth.token_endpoint_auth_method:
-        return oauth.token_endpoint_auth_method
+        return cast("TokenEndpointAuthMethod", oauth.token_endpoint_auth_method)  # checked by the config
     return "client_secret_basic" if oauth.client_secret else "none"
 
 

@@ -125,7 +125,7 @@ class Loopback:
         code = (query.get("code") or [""])[0]
         if not code:
             return "400 Bad Request", "The redirect carries no authorization code."
-        issuer = (query.get("iss") or [None])[0]
+        issuer = query["iss"][0] if query.get("iss") else None
         self._settle(AuthorizationCodeResult(code=code, state=state, iss=issuer))
         return "200 OK", f"Signed in to {self.server}. You can close this tab and go back."
 

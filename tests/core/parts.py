@@ -12,7 +12,6 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from emceepee_cli.signin.flow import Nobody
 from emceepee_cli.backends.backend import Backend, Status
 from emceepee_cli.backends.process import ProcessInfo
 from emceepee_cli.config import Defaults, Policy, ServerSpec
@@ -21,6 +20,7 @@ from emceepee_cli.questions.host_link import HostLink
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.shared import Shared
+from emceepee_cli.signin.flow import Nobody
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
 from tests.support import EXAMPLES, HOSTILE
