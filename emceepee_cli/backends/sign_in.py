@@ -13,13 +13,13 @@ login`, from the session's watcher) or its config table does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
-
-import anyio
 
 from emceepee_cli.backends.authorization import Unauthorized
 from emceepee_cli.errors import BackendUnavailable
 from emceepee_cli.signin.flow import Person
+from emceepee_cli.signin.store import file_for
 
 if TYPE_CHECKING:
     from emceepee_cli.backends.backend import Backend
@@ -40,6 +40,7 @@ class BackendSignIn:
         self.backend = backend
         self.person = person
         self.prompt: Prompt | None = None
+        self._failed_on: tuple[int, int] | None = None  # the token file's signature when it failed
 
     def __repr__(self) -> str:
         return f"<BackendSignIn {self.backend.name} asking={self.prompt is not None}>"
@@ -63,6 +64,7 @@ class BackendSignIn:
 
     def failed(self, message: str) -> None:
         """The sign-in ended without tokens: the backend fails for good, saying why and what to run."""
+        self._failed_on = _signature(file_for(self.backend.name))
         self.backend.refused(
             Unauthorized(
                 message,
@@ -71,6 +73,13 @@ class BackendSignIn:
                 status=401,
             )
         )
+
+    def signed_in_elsewhere(self) -> bool:
+        """Its sign-in failed, and its token file changed since (someone signed in)."""
+        if self._failed_on is None:
+            return False
+        now = _signature(file_for(self.backend.name))
+        return now != self._failed_on and now != (0, 0)
 
     def unavailable(self) -> BackendUnavailable | None:
         """What a call to the backend is told while the person is asked to sign in."""
@@ -85,6 +94,9 @@ class BackendSignIn:
         )
 
 
-async def never() -> str:
-    await anyio.sleep_forever()
-    raise AssertionError("unreachable")
+def _signature(path: Path) -> tuple[int, int]:
+    try:
+        found = path.stat()
+    except OSError:
+        return (0, 0)
+    return (found.st_mtime_ns, found.st_size)
