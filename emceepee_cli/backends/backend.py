@@ -212,7 +212,7 @@ class Backend:
                 await self.starts.take(self, self._wanted)
                 stack.callback(self.starts.release, self)
             spec = self.spec.expanded()
-            refusals = Refusals(self.spec, spec.headers, self._refused) if spec.transport == "http" else None
+            refusals = Refusals(self.spec, spec.headers, self._refused) if spec.remote else None
             read, write = await stack.enter_async_context(self._open_transport(spec, refusals))
             self.dispatcher = BackendDispatcher(read, write)
             self.dispatcher.refusals = refusals
