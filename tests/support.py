@@ -160,7 +160,10 @@ AS_OWNER_PREFIX = [sys.executable, "-c", AS_OWNER]  # put before a command: it r
 
 
 def serving(
-    config: Path, mode: Literal["legacy", "auto"] = "legacy", env: Mapping[str, str] | None = None, **host: Any
+    config: Path,
+    mode: Literal["legacy", "auto"] = "legacy",
+    env: Mapping[str, str] | None = None,
+    **host: Any,
 ) -> Client:
     """A host's client for a real `emceepee serve` process, in this test's emceepee home; `host` are
     the client's callbacks (an `elicitation_callback` makes it declare elicitation, and so on).

@@ -2,12 +2,14 @@
 
 The SDK's Streamable HTTP client fails a request the server answered with 401 or 403 with the
 JSON-RPC error "Server returned an error response" (or the error the body holds), which says
-nothing of why. `Refusals` watches the connection's HTTP responses (an httpx response hook, installed
-by backends/connect.py): a refused POST is kept by its JSON-RPC id, and the backend's dispatcher
-(backends/dispatcher.py) fails that request with the `Unauthorized` it is given (`take`), not the
-SDK's stand-in. The backend hears of the refusal at once (`on_refused`): it stops, and is not
-restarted, for the same credentials would be refused again (backends/backend.py); it stays failed
-until its config table changes (a running serve then restarts it) or serve starts again.
+nothing of why; its SSE client fails the connection with an HTTP status error (the GET that opens
+the stream refused) or drops a refused POST unsaid. `Refusals` watches the connection's HTTP
+responses (an httpx response hook, installed by backends/connect.py): a refused POST is kept by
+its JSON-RPC id, and the backend's dispatcher (backends/dispatcher.py) fails that request with the
+`Unauthorized` it is given (`take`), not the SDK's stand-in. The backend hears of the refusal at
+once (`on_refused`): it stops, and is not restarted, for the same credentials would be refused
+again (backends/backend.py); it stays failed until its config table changes (a running serve then
+restarts it) or serve starts again.
 
 What is said names the challenge's scheme, realm, error and scope (the server's
 `WWW-Authenticate`) and the names of the headers emceepee sent, never a header's value: a part of
@@ -61,8 +63,10 @@ class Refusals:
         self.refused: dict[RequestId, Unauthorized] = {}
 
     async def on_response(self, response: httpx2.Response) -> None:
-        """httpx's response hook: a POST answered 401 or 403 is a refusal of emceepee's credentials."""
-        if response.status_code not in REFUSED or response.request.method != "POST":
+        """httpx's response hook: a POST answered 401 or 403 is a refusal of emceepee's credentials,
+        and so is the GET that opens a legacy SSE backend's stream (its connection)."""
+        opening = self.spec.transport == "sse" and response.request.method == "GET"
+        if response.status_code not in REFUSED or not (response.request.method == "POST" or opening):
             return
         refusal = unauthorized(
             self.spec,

@@ -227,7 +227,7 @@ class Backend:
                 await self.starts.take(self, self._wanted)
                 stack.callback(self.starts.release, self)
             spec = self.spec.expanded()
-            refusals = Refusals(self.spec, spec.headers, self.refused) if spec.url is not None else None
+            refusals = Refusals(self.spec, spec.headers, self.refused) if spec.remote else None
             auth = flow.auth_for(spec, self.sign_in)
             if auth is not None and refusals is not None:
                 auth.on_final, auth.on_failed = refusals.on_response, self.sign_in.failed
@@ -279,6 +279,7 @@ class Backend:
             on_problem=self.listener.on_problem,
             refusals=refusals,
             auth=auth,
+            patience=self.listener.patience,
         )
         try:
             async with opened as (streams, process):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -23,6 +22,7 @@ from mcp.client.session import ClientRequestContext
 from emceepee_cli.backends import connect, listing
 from emceepee_cli.backends.failures import describe
 from emceepee_cli.errors import BackendError
+from emceepee_cli.signin.flow import Patience
 from emceepee_cli.store.records import Kind
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class Listener(Generic[B]):
         self.backend = backend
         self.sink = sink
         self._handshaking: anyio.CancelScope | None = None
-        self._limit: anyio.CancelScope | None = None  # the handshake's time limit, while it runs
+        self.patience = Patience()  # time limits a sign-in does not count against (signin/flow.py)
         self._garbled: str | None = None
         self._refreshes: listing.Refreshes | None = None
 
@@ -78,7 +78,8 @@ class Listener(Generic[B]):
     async def handshake(self, session: ClientSession, protocol: str) -> None:
         """The handshake, bounded; a line of garbage on stdout fails it at once, not at the timeout."""
         self._garbled = None
-        limit = self._limit = anyio.CancelScope(deadline=anyio.current_time() + INITIALIZE_TIMEOUT_S)
+        limit = anyio.CancelScope(deadline=anyio.current_time() + INITIALIZE_TIMEOUT_S)
+        self.patience.watch(limit, INITIALIZE_TIMEOUT_S)  # a person signing in meanwhile does not count
         with limit:
             self._handshaking = anyio.CancelScope()
             try:
@@ -86,7 +87,7 @@ class Listener(Generic[B]):
                     await connect.handshake(session, protocol)
             finally:
                 self._handshaking = None
-                self._limit = None
+                self.patience.forget(limit)
         if limit.cancelled_caught:
             raise TimeoutError
         if self._garbled is not None:
@@ -95,15 +96,6 @@ class Listener(Generic[B]):
                 hint="Its stdout must carry only JSON-RPC (logs belong on stderr): check the server's "
                 "command and args; run it in a terminal to see what it prints.",
             )
-
-    def pause_handshake_limit(self) -> None:
-        """A person is asked to sign in during the handshake: their time does not count."""
-        if self._limit is not None:
-            self._limit.deadline = math.inf
-
-    def resume_handshake_limit(self) -> None:
-        if self._limit is not None:
-            self._limit.deadline = anyio.current_time() + INITIALIZE_TIMEOUT_S
 
     def relist_in(self, task_group: anyio.abc.TaskGroup, session: ClientSession) -> None:
         """Re-listings of this connection run in `task_group`, over `session`."""

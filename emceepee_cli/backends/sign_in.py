@@ -47,7 +47,7 @@ class BackendSignIn:
 
     async def show(self, server: str, url: str) -> None:
         self.prompt = Prompt(url)
-        self.backend.listener.pause_handshake_limit()
+        self.backend.listener.patience.pause()
         if self.backend.starts is not None:
             self.backend.starts.release(self.backend)
         self.backend.changed()  # callers waiting for its start are told now, not at their timeout
@@ -58,7 +58,7 @@ class BackendSignIn:
 
     async def done(self, server: str, signed_in: bool) -> None:
         self.prompt = None
-        self.backend.listener.resume_handshake_limit()
+        self.backend.listener.patience.resume()
         await self.person.done(server, signed_in)
         self.backend.changed()
 

@@ -22,6 +22,7 @@ last response, after any sign-in: a 401 or 403 there is the server refusing for 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import webbrowser
@@ -111,6 +112,37 @@ def auth_for(spec: ServerSpec, person: Person, *, window_s: float = SIGNIN_WINDO
         client_metadata_url=oauth.client_metadata_url if oauth else None,
     )
     return SignedIn(spec.name, provider, store)
+
+
+class Patience:
+    """The time limits of a connection's start that a person's sign-in does not count against (the
+    handshake's, an SSE stream's opening): paused while the person is asked, given their whole
+    length again after."""
+
+    def __init__(self) -> None:
+        self._limits: dict[anyio.CancelScope, float] = {}
+        self.paused = False
+
+    def __repr__(self) -> str:
+        return f"<Patience limits={len(self._limits)} paused={self.paused}>"
+
+    def watch(self, scope: anyio.CancelScope, seconds: float) -> None:
+        self._limits[scope] = seconds
+        if self.paused:
+            scope.deadline = math.inf
+
+    def forget(self, scope: anyio.CancelScope) -> None:
+        self._limits.pop(scope, None)
+
+    def pause(self) -> None:
+        self.paused = True
+        for scope in self._limits:
+            scope.deadline = math.inf
+
+    def resume(self) -> None:
+        self.paused = False
+        for scope, seconds in self._limits.items():
+            scope.deadline = anyio.current_time() + seconds
 
 
 class Handlers:

@@ -59,7 +59,7 @@ async def status_of(client: Client, server: str) -> dict[str, Any]:
 
 
 async def until_status(client: Client, server: str, *wanted: str) -> dict[str, Any]:
-    while (row := await status_of(client, server))["status"] not in wanted:
+    while (row := await status_of(client, server))["status"] not in wanted:  # noqa: ASYNC110 - serve's state
         await anyio.sleep(0.05)
     return row
 
