@@ -73,6 +73,7 @@ class Registry:
         # Each backend's table as the file (or add_server) gave it, before [defaults] add to it: what
         # a reload compares, so a table that did not change never looks changed.
         self.tables: dict[str, ServerSpec] = {}
+        self._following = anyio.CancelScope()  # `follow_sign_ins`, until `stop_all`
 
     def __repr__(self) -> str:
         return f"<Registry {list(self.backends)}>"
@@ -87,14 +88,18 @@ class Registry:
     async def follow_sign_ins(self) -> None:
         """Restart each backend failed by a sign-in once its tokens change (`emceepee auth login`
         in a terminal, another serve): a look at a file's signature a second, for those only."""
-        while True:
-            await anyio.sleep(SIGN_IN_LOOK_S)
-            for name, backend in list(self.backends.items()):
-                if backend.status == Status.FAILED and backend.sign_in.signed_in_elsewhere():
-                    async with self.changing:
-                        if self.backends.get(name) is backend:
-                            await self._retire(name, SIGNED_IN)
-                            self._start(self.tables.get(name, backend.spec))
+        with self._following:
+            while True:
+                await anyio.sleep(SIGN_IN_LOOK_S)
+                await self._restart_signed_in()
+
+    async def _restart_signed_in(self) -> None:
+        for name, backend in list(self.backends.items()):
+            if backend.status == Status.FAILED and backend.sign_in.signed_in_elsewhere():
+                async with self.changing:
+                    if self.backends.get(name) is backend:
+                        await self._retire(name, SIGNED_IN)
+                        self._start(self.tables.get(name, backend.spec))
 
     def _start(self, spec: ServerSpec) -> Backend:
         self.tables[spec.name] = spec
@@ -107,6 +112,7 @@ class Registry:
         return backend
 
     def stop_all(self) -> None:
+        self._following.cancel()
         for backend in self.backends.values():
             backend.stop()
 

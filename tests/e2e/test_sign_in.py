@@ -195,3 +195,35 @@ async def test_a_refused_refresh_asks_the_person_again(tmp_path: Path) -> None:
 
 def test_the_token_folder_follows_emceepee_home(emceepee_home: Path) -> None:
     assert os.path.commonpath([store.folder(), emceepee_home]) == str(emceepee_home)
+
+
+async def test_a_call_needing_more_scope_steps_up_through_the_browser(tmp_path: Path) -> None:
+    with running("--scopes-supported", "read", "--step-up", "admin") as mock:
+        async with serving(config(tmp_path, mock), env=browser(tmp_path)) as client:
+            with anyio.fail_after(60):
+                await warm_up(client)
+                await until_status(client, "tracker", "ready")
+                echo = await client.call_tool("execute_tool", call("echo", {"text": "before"}))
+                whoami = await client.call_tool("execute_tool", call("whoami"))
+                again = await client.call_tool("execute_tool", call("whoami"))
+        scopes = [e["params"].get("scope") for e in sign_in_log(mock) if e["endpoint"] == "authorize"]
+    assert texts(echo) == ["before"]
+    assert set(texts(whoami)[0].split()) == {"read", "admin"} and texts(again) == texts(whoami)
+    assert len(scopes) == 2 and set((scopes[1] or "").split()) >= {"read", "admin"}
+    assert len(opened(tmp_path)) == 2
+
+
+async def test_a_sign_in_the_host_declines_fails_the_backend_until_someone_signs_in(tmp_path: Path) -> None:
+    async def decline(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    with running() as mock:
+        env = browser(tmp_path, looks=False)
+        async with serving(config(tmp_path, mock), env=env, elicitation_callback=decline) as client:
+            with anyio.fail_after(60):
+                await warm_up(client)
+                row = await until_status(client, "tracker", "failed")
+                refused = await client.call_tool("execute_tool", call("whoami"))
+                await still_answering(client)
+    assert "declined" in row["last_error"] and refused.is_error
+    assert "emceepee auth login tracker" in " ".join(texts(refused))
