@@ -56,10 +56,17 @@ class Unauthorized(BackendError):
 class Refusals:
     """One connection's watch on HTTP refusals: what each refused request fails with."""
 
-    def __init__(self, spec: ServerSpec, sent: Mapping[str, str], on_refused: Callable[[Unauthorized], None]):
+    def __init__(
+        self,
+        spec: ServerSpec,
+        sent: Mapping[str, str],
+        on_refused: Callable[[Unauthorized], None],
+        signed_in: bool = False,
+    ):
         self.spec = spec  # as the config has it (its `${VAR}` unexpanded): what the hint names
         self.sent = dict(sent)  # the headers as sent (expanded): cut out of what is quoted, never said
         self.on_refused = on_refused
+        self.signed_in = signed_in  # emceepee signs in to it (signin/): a refusal comes after the sign-in
         self.refused: dict[RequestId, Unauthorized] = {}
 
     async def on_response(self, response: httpx2.Response) -> None:
@@ -73,6 +80,7 @@ class Refusals:
             response.status_code,
             response.headers.get("www-authenticate", ""),
             self.sent,
+            self.signed_in,
         )
         request_id = _request_id(response.request)
         if request_id is not None:
@@ -84,10 +92,28 @@ class Refusals:
         return None if request_id is None else self.refused.pop(coerce_request_id(request_id), None)
 
 
-def unauthorized(spec: ServerSpec, status: int, challenge: str, sent: Mapping[str, str]) -> Unauthorized:
+def unauthorized(
+    spec: ServerSpec, status: int, challenge: str, sent: Mapping[str, str], signed_in: bool = False
+) -> Unauthorized:
     """The refusal said once: what the server answered, and what to set so that it lets emceepee in."""
     reason = HTTPStatus(status).phrase
     said = _challenge(challenge, sent.values())
+    if signed_in:
+        message = (
+            f"Backend '{spec.name}' requires authorization (HTTP {status} {reason}{said}): the server did "
+            "not accept emceepee's sign-in."
+        )
+        hint = (
+            f"Sign in again from a terminal: `emceepee auth login {spec.name}` (a running serve starts the "
+            "backend again once signed in). "
+            + (
+                "The server wants more than was granted: the account you sign in with needs that permission."
+                if status == 403
+                else "If the server takes no OAuth sign-in, give it a token in a header instead "
+                "(`emceepee servers add --help`)."
+            )
+        )
+        return Unauthorized(redact(message), redact(hint), status)
     names = [name for name in sent if name.lower() in _CREDENTIAL_HEADERS] or list(sent)
     told = (
         f"emceepee sent the header(s) {', '.join(names)} (values not shown) and the server did not "
@@ -122,8 +148,8 @@ def _hint(spec: ServerSpec, status: int, sent: bool, challenge: str) -> str:
             f"The header as the config should hold it: {header}."
         )
     oauth = (
-        " The server offers OAuth sign-in, which emceepee does not do yet: use a token it issues "
-        "(an API key or personal access token) in the header."
+        " The server offers OAuth sign-in: without the Authorization header in its config, emceepee signs "
+        f"in through your browser (`emceepee auth login {spec.name}`)."
         if "resource_metadata" in challenge
         else ""
     )

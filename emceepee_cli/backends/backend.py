@@ -227,8 +227,10 @@ class Backend:
                 await self.starts.take(self, self._wanted)
                 stack.callback(self.starts.release, self)
             spec = self.spec.expanded()
-            refusals = Refusals(self.spec, spec.headers, self.refused) if spec.remote else None
             auth = flow.auth_for(spec, self.sign_in)
+            refusals = (
+                Refusals(self.spec, spec.headers, self.refused, auth is not None) if spec.remote else None
+            )
             if auth is not None and refusals is not None:
                 auth.on_final, auth.on_failed = refusals.on_response, self.sign_in.failed
             read, write = await stack.enter_async_context(self._open_transport(spec, refusals, auth))
