@@ -72,6 +72,13 @@ class Refusals:
     async def on_response(self, response: httpx2.Response) -> None:
         """httpx's response hook: a POST answered 401 or 403 is a refusal of emceepee's credentials,
         and so is the GET that opens a legacy SSE backend's stream (its connection)."""
+        await self._heard(response, self.signed_in)
+
+    async def without_sign_in(self, response: httpx2.Response) -> None:
+        """A server that refused and offers no sign-in: its refusal, as if emceepee had not tried."""
+        await self._heard(response, signed_in=False)
+
+    async def _heard(self, response: httpx2.Response, signed_in: bool) -> None:
         opening = self.spec.transport == "sse" and response.request.method == "GET"
         if response.status_code not in REFUSED or not (response.request.method == "POST" or opening):
             return
@@ -80,7 +87,7 @@ class Refusals:
             response.status_code,
             response.headers.get("www-authenticate", ""),
             self.sent,
-            self.signed_in,
+            signed_in,
         )
         request_id = _request_id(response.request)
         if request_id is not None:

@@ -233,6 +233,7 @@ class Backend:
             )
             if auth is not None and refusals is not None:
                 auth.on_final, auth.on_failed = refusals.on_response, self.sign_in.failed
+                auth.on_no_sign_in = refusals.without_sign_in
             read, write = await stack.enter_async_context(self._open_transport(spec, refusals, auth))
             self.dispatcher = BackendDispatcher(read, write)
             self.dispatcher.refusals = refusals

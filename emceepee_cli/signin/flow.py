@@ -231,6 +231,8 @@ class SignedIn(httpx2.Auth):
         self.store = store
         self.on_final: Callable[[httpx2.Response], Awaitable[None]] | None = None
         self.on_failed: Callable[[str], None] | None = None  # a sign-in ended without tokens: why
+        # The server refused and published nothing to sign in with: its challenge, as a refusal.
+        self.on_no_sign_in: Callable[[httpx2.Response], Awaitable[None]] | None = None
         _expire_early(provider, store.expires_at())
 
     async def async_auth_flow(
@@ -238,10 +240,13 @@ class SignedIn(httpx2.Auth):
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         _refresh_due(self.provider)
         flow = self.provider.async_auth_flow(request)
+        challenge: httpx2.Response | None = None  # the server's answer to the request itself
         try:
             outgoing = await flow.__anext__()
             while True:
                 response = yield outgoing
+                if outgoing is request and response.status_code in (401, 403):
+                    challenge = response
                 try:
                     outgoing = await flow.asend(response)
                 except StopAsyncIteration:
@@ -252,10 +257,18 @@ class SignedIn(httpx2.Auth):
             self._failed(exc.message)
             raise
         except (OAuthFlowError, ValueError) as exc:  # the SDK's flow, or a server's malformed answer
-            self._failed(f"Signing in to '{self.server}' failed: {redact(str(exc))[:500]}")
+            if challenge is not None and self.on_no_sign_in is not None and not self._offers_sign_in():
+                await self.on_no_sign_in(challenge)  # a plain refusal: there was nothing to sign in to
+            else:
+                self._failed(f"Signing in to '{self.server}' failed: {redact(str(exc))[:500]}")
             raise
         finally:
             await flow.aclose()
+
+    def _offers_sign_in(self) -> bool:
+        """Whether the server published anything to sign in with (resource or server metadata)."""
+        context = self.provider.context
+        return context.protected_resource_metadata is not None or context.oauth_metadata is not None
 
     def _failed(self, message: str) -> None:
         if self.on_failed is not None:
