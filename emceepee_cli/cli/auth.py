@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from emceepee_cli.config import Config, ServerSpec
+    from emceepee_cli.signin.flow import Patience
     from emceepee_cli.signin.store import SignInState
 
 app = typer.Typer(
@@ -38,15 +39,17 @@ ServerArg = Annotated[
         show_default=False,
     ),
 ]
-CONNECT_S = 60.0  # besides the person's time: reaching the server, its handshake, the token exchange
+CONNECT_S = 60.0  # reaching the server, its handshake, the token exchange: the person's time aside
 
 
 class Terminal:
     """The person at this terminal: shown the sign-in link on stderr (and in the browser, unless
-    `browser` is off); gives up with Ctrl-C, which ends the command."""
+    `browser` is off); gives up with Ctrl-C, which ends the command. `patience`: the connection's
+    time limits their sign-in does not count against (a backend's own are paused by it)."""
 
-    def __init__(self, browser: bool = True) -> None:
+    def __init__(self, browser: bool = True, patience: Patience | None = None) -> None:
         self.browser = browser
+        self.patience = patience
         self.shown: set[str] = set()  # the servers that asked for a sign-in
 
     def __repr__(self) -> str:
@@ -56,6 +59,8 @@ class Terminal:
         from emceepee_cli.signin.flow import SIGNIN_WINDOW_S, authorization_target, open_browser
 
         self.shown.add(server)
+        if self.patience is not None:
+            self.patience.pause()
         render.clear_status()
         asks = f"'{server}' asks you to sign in at {authorization_target(url)}."
         if self.browser:
@@ -75,6 +80,8 @@ class Terminal:
         return ""
 
     async def done(self, server: str, signed_in: bool) -> None:
+        if self.patience is not None:
+            self.patience.resume()
         if signed_in:
             render.note(f"Signed in to '{server}'.")
 
@@ -196,6 +203,7 @@ def login(
     """
     import anyio
 
+    from emceepee_cli.errors import BackendError
     from emceepee_cli.signin import flow
 
     path = _config_path(config)
@@ -203,16 +211,27 @@ def login(
         loaded = _load(path)
         spec = _remote(loaded, server)
         flow.store_for(spec).forget_tokens()
-        person = Terminal(browser=not no_browser)
-        anyio.run(_connect, spec, person)
+        person = Terminal(browser=not no_browser, patience=flow.Patience())
+        try:
+            anyio.run(_connect, spec, person)
+        except KeyboardInterrupt:
+            render.clear_status()
+            render.warn(
+                f"Gave up signing in to '{server}': it is not signed in (its old tokens were forgotten)."
+            )
+            raise
     state = flow.store_for(spec).state()
+    asked = server in person.shown
+    if asked and not state.signed_in:  # the server took emceepee in, yet nothing was kept
+        raise BackendError(
+            f"The sign-in to '{server}' ended without tokens being kept ({flow.store_for(spec).path}).",
+            hint=f"Check that emceepee's data folder can be written (emceepee paths), then run `emceepee "
+            f"auth login {server}` again.",
+        )
     row = {"server": server, "url": loaded.server(server).url}
-    asked = state.signed_in
     if json:
         render.as_json(
-            row
-            | {k: v for k, v in state.to_json().items() if k not in ("server", "url")}
-            | {"asked": asked or server in person.shown}
+            row | {k: v for k, v in state.to_json().items() if k not in ("server", "url")} | {"asked": asked}
         )
         return
     if not asked:
@@ -256,8 +275,12 @@ async def _connect(spec: ServerSpec, person: Terminal) -> None:
 
     auth.on_final, auth.on_failed = final, failed.append
     try:
-        with anyio.fail_after(flow.SIGNIN_WINDOW_S + CONNECT_S):
-            opened = connect.open_transport(spec, log=None, on_stderr=_ignore, on_problem=_ignore, auth=auth)
+        with anyio.fail_after(CONNECT_S) as limit:  # the person's time, bounded by the sign-in, aside
+            if person.patience is not None:
+                person.patience.watch(limit, CONNECT_S)
+            opened = connect.open_transport(
+                spec, log=None, on_stderr=_ignore, on_problem=_ignore, auth=auth, patience=person.patience
+            )
             async with opened as (streams, _), ClientSession(*streams) as session:
                 await connect.handshake(session, spec.protocol)
     except Exception as exc:  # noqa: BLE001 - each way it fails is said, with what to do
@@ -298,8 +321,10 @@ def _failure(spec: ServerSpec, exc: Exception, refused: list[int], failed: list[
             "try again.",
         )
     if any(isinstance(e, TimeoutError) for e in found):
-        return BackendError(
-            f"Signing in to '{name}' did not finish in time.", hint=f"{again} and finish in the browser."
+        return BackendUnavailable(
+            f"'{name}' did not answer within {CONNECT_S:g} s (besides the time you took to sign in).",
+            hint=f"Check that the server is up and its URL is right (emceepee servers show {name}), then "
+            "try again.",
         )
     return BackendError(
         f"Could not connect to '{name}' to sign in: {describe(exc)}",
