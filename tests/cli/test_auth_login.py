@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -129,6 +130,27 @@ def test_login_without_a_browser_prints_the_link_to_open(tmp_path: Path, config:
     assert "Signed in to 'tracker'" in out and opened(tmp_path) == []
 
 
+def test_ctrl_c_gives_up_the_sign_in(tmp_path: Path, config: Path) -> None:
+    command = [sys.executable, "-m", "emceepee_cli", "auth", "login", "tracker", "--no-browser"]
+    with subprocess.Popen(
+        [*command, "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env_with(tmp_path),
+    ) as login:
+        assert login.stderr is not None
+        for line in login.stderr:  # bounded: the command prints the link, then waits for it
+            if line.startswith("  http://"):
+                break
+        login.send_signal(signal.SIGINT)
+        out, err = login.communicate(timeout=30)
+    assert login.returncode == 130 and out == ""
+    assert "Gave up signing in to 'tracker'" in err and "Traceback" not in err
+    assert "tokens" not in kept()
+
+
 def test_call_signs_in_inline_when_the_server_asks(tmp_path: Path, mock: Mock, config: Path) -> None:
     env = env_with(tmp_path)
     called = run_cli("call", "tracker", "echo", "text=hi", "--config", str(config), env=env)
@@ -164,13 +186,34 @@ def test_tools_of_every_server_and_doctor_never_sign_in_and_say_what_to_run(
     shows_none(healthy, secrets_kept())
 
 
+def test_login_and_call_over_the_legacy_sse_transport(tmp_path: Path) -> None:
+    with running("--sse") as mock:
+        config = write_config(
+            tmp_path / "config.toml", f'[servers.tracker]\nurl = "{mock.base}/sse"\ntransport = "sse"\n'
+        )
+        env = env_with(tmp_path)
+        login = run_cli("auth", "login", "tracker", "--config", str(config), env=env)
+        assert login.returncode == 0 and "Signed in to 'tracker'" in login.stdout, login.stderr
+        assert kept()["url"] == f"{mock.base}/sse"
+        called = run_cli("call", "tracker", "echo", "text=over sse", "--config", str(config), env=env)
+    assert called.returncode == 0 and called.stdout == "over sse\n", called.stderr
+    assert len(opened(tmp_path)) == 1
+    shows_none(login, secrets_kept())
+    shows_none(called, secrets_kept())
+
+
 def test_login_refused_by_the_authorization_server_says_so(tmp_path: Path) -> None:
     with running("--deny") as denying:
         config = write_config(tmp_path / "config.toml", f'[servers.tracker]\nurl = "{denying.base}/mcp"\n')
         done = run_cli("auth", "login", "tracker", "--config", str(config), env=env_with(tmp_path))
+        called = run_cli(
+            "call", "tracker", "echo", "text=hi", "--config", str(config), env=env_with(tmp_path)
+        )
     assert done.returncode == 3
     assert "refused by its authorization server: access_denied" in done.stderr
     assert "emceepee auth login tracker" in done.stderr and "Traceback" not in done.stderr
+    assert called.returncode == 3 and called.stdout == ""
+    assert "refused by its authorization server" in called.stderr and "Traceback" not in called.stderr
 
 
 def test_login_to_a_server_that_never_asks_stores_nothing(tmp_path: Path) -> None:
