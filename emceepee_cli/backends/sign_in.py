@@ -14,15 +14,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from emceepee_cli.backends.authorization import Unauthorized
+from emceepee_cli.backends.start_limit import StartSlots
 from emceepee_cli.errors import BackendUnavailable
-from emceepee_cli.signin.flow import Person
+from emceepee_cli.signin.flow import Patience, Person
 from emceepee_cli.signin.store import file_for
 
-if TYPE_CHECKING:
-    from emceepee_cli.backends.backend import Backend
+
+class Listened(Protocol):
+    """What a sign-in uses of its backend's listener (backends/listener.py's `Listener`)."""
+
+    @property
+    def patience(self) -> Patience: ...
+
+
+class Backend(Protocol):
+    """What a sign-in reads and does of its backend (backends/backend.py's `Backend`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def listener(self) -> Listened: ...
+    @property
+    def starts(self) -> StartSlots | None: ...
+    def changed(self) -> None: ...
+    def refused(self, refusal: Unauthorized) -> None: ...
 
 
 @dataclass
@@ -51,7 +69,16 @@ class BackendSignIn:
         if self.backend.starts is not None:
             self.backend.starts.release(self.backend)
         self.backend.changed()  # callers waiting for its start are told now, not at their timeout
-        await self.person.show(server, url)
+        try:
+            await self.person.show(server, url)
+        except BaseException:  # nobody to show it to (doctor's `Nobody`): no sign-in is under way
+            self._ended()
+            raise
+
+    def _ended(self) -> None:
+        self.prompt = None
+        self.backend.listener.patience.resume()
+        self.backend.changed()
 
     async def declined(self, server: str) -> str:
         return await self.person.declined(server)

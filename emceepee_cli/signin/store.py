@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -213,9 +214,11 @@ class TokenStore:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    """A token file's JSON object; {} when missing, unreadable, too large or not emceepee's."""
+    """A token file's JSON object; {} when missing, unreadable, too large or not emceepee's (not a
+    regular file: a FIFO put there would block the read)."""
     try:
-        if path.stat().st_size > FILE_LIMIT:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > FILE_LIMIT:
             return {}
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
