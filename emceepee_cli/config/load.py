@@ -46,8 +46,6 @@ RESERVED_NAME = "emceepee"  # the `server` of emceepee's own questions (session/
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 PERMISSION_HINT = "Check the file's permissions, or point EMCEEPEE_CONFIG at another file."
 _VAR_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
-# RFC 6749 §3.3: scope tokens of printable ASCII but `"` and `\`, one space between them.
-_SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+(?: [\x21\x23-\x5b\x5d-\x7e]+)*")
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -321,7 +319,6 @@ def _oauth(r: _Reader) -> OAuthSpec | None:
         client_id=sub.string("client_id"),
         client_secret=_client_secret(sub),
         client_metadata_url=_metadata_url(sub),
-        scope=_scope(sub),
         redirect_port=_port(sub),
         token_endpoint_auth_method=sub.choice("token_endpoint_auth_method", TOKEN_ENDPOINT_AUTH_METHODS),
     )
@@ -368,17 +365,6 @@ def _metadata_url(r: _Reader) -> str | None:
         )
         return None
     return value
-
-
-def _scope(r: _Reader) -> str | None:
-    value = r.string("scope")
-    if value is None or _SCOPE.fullmatch(value):
-        return value
-    r.add(
-        "scope",
-        f'must be scope names separated by single spaces, like "read write" (got {reprlib.repr(value)})',
-    )
-    return None
 
 
 def _port(r: _Reader) -> int | None:

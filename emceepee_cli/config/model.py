@@ -45,7 +45,6 @@ class OAuthSpec:
     client_id: str | None = None  # a pre-registered client
     client_secret: str | None = field(default=None, repr=False)  # always a ${VAR} reference in the file
     client_metadata_url: str | None = None  # a Client ID Metadata Document: https, a non-root path
-    scope: str | None = None  # asked for when the server names none
     redirect_port: int | None = None  # the loopback port of the redirect (else a random one)
     token_endpoint_auth_method: str | None = None  # client_secret_basic, client_secret_post or none
 

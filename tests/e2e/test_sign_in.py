@@ -227,3 +227,25 @@ async def test_a_sign_in_the_host_declines_fails_the_backend_until_someone_signs
                 await still_answering(client)
     assert "declined" in row["last_error"] and refused.is_error
     assert "emceepee auth login tracker" in " ".join(texts(refused))
+
+
+async def test_a_sign_in_from_the_terminal_starts_a_backend_whose_sign_in_failed(tmp_path: Path) -> None:
+    async def decline(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    with running() as mock:
+        served = tmp_path / "served"
+        served.mkdir()
+        cfg = config(tmp_path, mock)
+        async with serving(cfg, env=browser(served, looks=False), elicitation_callback=decline) as client:
+            with anyio.fail_after(60):
+                await warm_up(client)
+                await until_status(client, "tracker", "failed")
+                env = {**os.environ, **browser(tmp_path)}
+                login = await anyio.to_thread.run_sync(
+                    lambda: run_cli("auth", "login", "tracker", "--config", str(cfg), env=env)
+                )
+                await until_status(client, "tracker", "ready")
+                whoami = await client.call_tool("execute_tool", call("whoami"))
+    assert login.returncode == 0, login
+    assert not whoami.is_error and len(opened(tmp_path)) == 1
