@@ -159,7 +159,12 @@ AS_OWNER = (
 AS_OWNER_PREFIX = [sys.executable, "-c", AS_OWNER]  # put before a command: it runs bound by file modes
 
 
-def serving(config: Path, mode: Literal["legacy", "auto"] = "legacy", **host: Any) -> Client:
+def serving(
+    config: Path,
+    mode: Literal["legacy", "auto"] = "legacy",
+    env: Mapping[str, str] | None = None,
+    **host: Any,
+) -> Client:
     """A host's client for a real `emceepee serve` process, in this test's emceepee home; `host` are
     the client's callbacks (an `elicitation_callback` makes it declare elicitation, and so on).
 
@@ -169,7 +174,7 @@ def serving(config: Path, mode: Literal["legacy", "auto"] = "legacy", **host: An
     params = StdioServerParameters(
         command=sys.executable,
         args=serve_command(config)[1:],
-        env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"]},
+        env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"], **(env or {})},
     )
     return Client(params, mode=mode, **host)
 

@@ -2,12 +2,14 @@
 
 The SDK's Streamable HTTP client fails a request the server answered with 401 or 403 with the
 JSON-RPC error "Server returned an error response" (or the error the body holds), which says
-nothing of why. `Refusals` watches the connection's HTTP responses (an httpx response hook, installed
-by backends/connect.py): a refused POST is kept by its JSON-RPC id, and the backend's dispatcher
-(backends/dispatcher.py) fails that request with the `Unauthorized` it is given (`take`), not the
-SDK's stand-in. The backend hears of the refusal at once (`on_refused`): it stops, and is not
-restarted, for the same credentials would be refused again (backends/backend.py); it stays failed
-until its config table changes (a running serve then restarts it) or serve starts again.
+nothing of why; its SSE client fails the connection with an HTTP status error (the GET that opens
+the stream refused) or drops a refused POST unsaid. `Refusals` watches the connection's HTTP
+responses (an httpx response hook, installed by backends/connect.py): a refused POST is kept by
+its JSON-RPC id, and the backend's dispatcher (backends/dispatcher.py) fails that request with the
+`Unauthorized` it is given (`take`), not the SDK's stand-in. The backend hears of the refusal at
+once (`on_refused`): it stops, and is not restarted, for the same credentials would be refused
+again (backends/backend.py); it stays failed until its config table changes (a running serve then
+restarts it) or serve starts again.
 
 What is said names the challenge's scheme, realm, error and scope (the server's
 `WWW-Authenticate`) and the names of the headers emceepee sent, never a header's value: a part of
@@ -54,21 +56,38 @@ class Unauthorized(BackendError):
 class Refusals:
     """One connection's watch on HTTP refusals: what each refused request fails with."""
 
-    def __init__(self, spec: ServerSpec, sent: Mapping[str, str], on_refused: Callable[[Unauthorized], None]):
+    def __init__(
+        self,
+        spec: ServerSpec,
+        sent: Mapping[str, str],
+        on_refused: Callable[[Unauthorized], None],
+        signed_in: bool = False,
+    ):
         self.spec = spec  # as the config has it (its `${VAR}` unexpanded): what the hint names
         self.sent = dict(sent)  # the headers as sent (expanded): cut out of what is quoted, never said
         self.on_refused = on_refused
+        self.signed_in = signed_in  # emceepee signs in to it (signin/): a refusal comes after the sign-in
         self.refused: dict[RequestId, Unauthorized] = {}
 
     async def on_response(self, response: httpx2.Response) -> None:
-        """httpx's response hook: a POST answered 401 or 403 is a refusal of emceepee's credentials."""
-        if response.status_code not in REFUSED or response.request.method != "POST":
+        """httpx's response hook: a POST answered 401 or 403 is a refusal of emceepee's credentials,
+        and so is the GET that opens a legacy SSE backend's stream (its connection)."""
+        await self._heard(response, self.signed_in)
+
+    async def without_sign_in(self, response: httpx2.Response) -> None:
+        """A server that refused and offers no sign-in: its refusal, as if emceepee had not tried."""
+        await self._heard(response, signed_in=False)
+
+    async def _heard(self, response: httpx2.Response, signed_in: bool) -> None:
+        opening = self.spec.transport == "sse" and response.request.method == "GET"
+        if response.status_code not in REFUSED or not (response.request.method == "POST" or opening):
             return
         refusal = unauthorized(
             self.spec,
             response.status_code,
             response.headers.get("www-authenticate", ""),
             self.sent,
+            signed_in,
         )
         request_id = _request_id(response.request)
         if request_id is not None:
@@ -80,10 +99,28 @@ class Refusals:
         return None if request_id is None else self.refused.pop(coerce_request_id(request_id), None)
 
 
-def unauthorized(spec: ServerSpec, status: int, challenge: str, sent: Mapping[str, str]) -> Unauthorized:
+def unauthorized(
+    spec: ServerSpec, status: int, challenge: str, sent: Mapping[str, str], signed_in: bool = False
+) -> Unauthorized:
     """The refusal said once: what the server answered, and what to set so that it lets emceepee in."""
     reason = HTTPStatus(status).phrase
     said = _challenge(challenge, sent.values())
+    if signed_in:
+        message = (
+            f"Backend '{spec.name}' requires authorization (HTTP {status} {reason}{said}): the server did "
+            "not accept emceepee's sign-in."
+        )
+        hint = (
+            f"Sign in again from a terminal: `emceepee auth login {spec.name}` (a running serve starts the "
+            "backend again once signed in). "
+            + (
+                "The server wants more than was granted: the account you sign in with needs that permission."
+                if status == 403
+                else "If the server takes no OAuth sign-in, give it a token in a header instead "
+                "(`emceepee servers add --help`)."
+            )
+        )
+        return Unauthorized(redact(message), redact(hint), status)
     names = [name for name in sent if name.lower() in _CREDENTIAL_HEADERS] or list(sent)
     told = (
         f"emceepee sent the header(s) {', '.join(names)} (values not shown) and the server did not "
@@ -118,8 +155,8 @@ def _hint(spec: ServerSpec, status: int, sent: bool, challenge: str) -> str:
             f"The header as the config should hold it: {header}."
         )
     oauth = (
-        " The server offers OAuth sign-in, which emceepee does not do yet: use a token it issues "
-        "(an API key or personal access token) in the header."
+        " The server offers OAuth sign-in: without the Authorization header in its config, emceepee signs "
+        f"in through your browser (`emceepee auth login {spec.name}`)."
         if "resource_metadata" in challenge
         else ""
     )

@@ -39,9 +39,12 @@ from emceepee_cli.backends.ending import StopReason
 from emceepee_cli.backends.failures import brief, closest, connection_ended, describe, leaves, request_error
 from emceepee_cli.backends.listener import Listener, MessageSink
 from emceepee_cli.backends.logfile import LogFolder
+from emceepee_cli.backends.sign_in import BackendSignIn
 from emceepee_cli.backends.start_limit import StartSlots
 from emceepee_cli.config import ServerSpec, root_uris
 from emceepee_cli.errors import BackendError, BackendUnavailable, EmceepeeError, NotFound, hints, tools_step
+from emceepee_cli.signin import flow
+from emceepee_cli.signin.flow import Person
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # one entry per attempt; then the backend is failed
 STABLE_AFTER_S = 60.0  # ready this long, and the next crash starts the backoff afresh
@@ -70,6 +73,9 @@ class BackendSink(MessageSink["Backend"], Protocol):
     def status_changed(self, backend: Backend, previous: Status) -> None: ...
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None: ...
+
+    @property
+    def sign_in(self) -> Person: ...  # who is asked when a remote backend's server wants a sign-in
 
 
 class Backend:
@@ -101,6 +107,7 @@ class Backend:
         self._start_failed = False  # the last attempt ended before ready: callers are told, not kept waiting
         self.refusal: Unauthorized | None = None  # its server refused emceepee's credentials: failed for good
         self.listener = Listener(self, sink)  # what the backend says while connected
+        self.sign_in = BackendSignIn(self, sink.sign_in)  # its server's sign-in (backends/sign_in.py)
 
     def __repr__(self) -> str:
         pid = f" pid={self.pid}" if self.pid else ""
@@ -189,7 +196,16 @@ class Backend:
     async def wait_ready(self, timeout_s: float, want: bool = True) -> None:
         """Wait (bounded) while the backend is starting or restarting, unless its last start failed.
         `want` (the default): the waiter needs this one, not every backend (see `wait_for`)."""
-        await self.wait_for(lambda status: status not in WAITING or self._start_failed, timeout_s, want)
+        await self.wait_for(
+            lambda status: status not in WAITING or self._start_failed or self.sign_in.prompt is not None,
+            timeout_s,
+            want,
+        )
+
+    def changed(self) -> None:
+        """Wake whoever waits on the status (something they check besides it changed)."""
+        self._changed.set()
+        self._changed = anyio.Event()
 
     def _set_status(self, status: Status) -> None:
         previous, self.status = self.status, status
@@ -199,8 +215,7 @@ class Backend:
             self._died = None
         if status != Status.READY:
             self.session = None
-        self._changed.set()
-        self._changed = anyio.Event()
+        self.changed()
         if previous != status:
             self.sink.status_changed(self, previous)
 
@@ -212,8 +227,14 @@ class Backend:
                 await self.starts.take(self, self._wanted)
                 stack.callback(self.starts.release, self)
             spec = self.spec.expanded()
-            refusals = Refusals(self.spec, spec.headers, self._refused) if spec.transport == "http" else None
-            read, write = await stack.enter_async_context(self._open_transport(spec, refusals))
+            auth = flow.auth_for(spec, self.sign_in)
+            refusals = (
+                Refusals(self.spec, spec.headers, self.refused, auth is not None) if spec.remote else None
+            )
+            if auth is not None and refusals is not None:
+                auth.on_final, auth.on_failed = refusals.on_response, self.sign_in.failed
+                auth.on_no_sign_in = refusals.without_sign_in
+            read, write = await stack.enter_async_context(self._open_transport(spec, refusals, auth))
             self.dispatcher = BackendDispatcher(read, write)
             self.dispatcher.refusals = refusals
             session = await stack.enter_async_context(
@@ -245,14 +266,14 @@ class Backend:
         if self._lost.is_set() and self.process is not None:  # reaped by now: the exit code is known
             self.last_error = ending.lost_ready(self.process)
 
-    def _refused(self, refusal: Unauthorized) -> None:
+    def refused(self, refusal: Unauthorized) -> None:
         """Its server refused emceepee's credentials (backends/authorization.py): end the connection."""
         self.refusal = refusal
         self._lost.set()
 
     @asynccontextmanager
     async def _open_transport(
-        self, spec: ServerSpec, refusals: Refusals | None
+        self, spec: ServerSpec, refusals: Refusals | None, auth: flow.SignedIn | None
     ) -> AsyncIterator[connect.Streams]:
         opened = connect.open_transport(
             spec,
@@ -260,6 +281,8 @@ class Backend:
             on_stderr=self.listener.on_stderr,
             on_problem=self.listener.on_problem,
             refusals=refusals,
+            auth=auth,
+            patience=self.listener.patience,
         )
         try:
             async with opened as (streams, process):
@@ -282,6 +305,8 @@ class Backend:
     # ---- requests -------------------------------------------------------------------------
 
     def require_session(self) -> ClientSession:
+        if (waiting := self.sign_in.unavailable()) is not None:
+            raise waiting
         if self.status == Status.READY and self.session is not None:
             return self.session
         if self.refusal is not None and self.status == Status.FAILED:  # what to set, not only "failed"

@@ -22,6 +22,7 @@ from mcp.client.session import ClientRequestContext
 from emceepee_cli.backends import connect, listing
 from emceepee_cli.backends.failures import describe
 from emceepee_cli.errors import BackendError
+from emceepee_cli.signin.flow import Patience
 from emceepee_cli.store.records import Kind
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class Listener(Generic[B]):
         self.backend = backend
         self.sink = sink
         self._handshaking: anyio.CancelScope | None = None
+        self.patience = Patience()  # time limits a sign-in does not count against (signin/flow.py)
         self._garbled: str | None = None
         self._refreshes: listing.Refreshes | None = None
 
@@ -76,13 +78,18 @@ class Listener(Generic[B]):
     async def handshake(self, session: ClientSession, protocol: str) -> None:
         """The handshake, bounded; a line of garbage on stdout fails it at once, not at the timeout."""
         self._garbled = None
-        with anyio.fail_after(INITIALIZE_TIMEOUT_S):
+        limit = anyio.CancelScope(deadline=anyio.current_time() + INITIALIZE_TIMEOUT_S)
+        self.patience.watch(limit, INITIALIZE_TIMEOUT_S)  # a person signing in meanwhile does not count
+        with limit:
             self._handshaking = anyio.CancelScope()
             try:
                 with self._handshaking:
                     await connect.handshake(session, protocol)
             finally:
                 self._handshaking = None
+                self.patience.forget(limit)
+        if limit.cancelled_caught:
+            raise TimeoutError
         if self._garbled is not None:
             raise BackendError(
                 f"wrote a line that is not JSON-RPC to stdout during start-up: {self._garbled}",

@@ -5,11 +5,14 @@ environment rules, handshake and listing), and stopped when the command ends. It
 its log file as under `serve` (`command_logs`), each start marked with the command that made it,
 so `emceepee logs NAME` shows why a `call` failed; nothing goes to the journal. A question the
 backend asks goes to `ask` (the terminal, for `call`); a 2026-07-28 backend's input rounds are
-answered the same way.
+answered the same way. A remote backend whose server asks for a sign-in asks `sign_in` (the
+terminal, for `call`: the command then waits for the person, up to `SIGNIN_WINDOW_S`; `doctor`'s
+nobody, for which it fails saying what to run).
 """
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
@@ -24,6 +27,7 @@ from emceepee_cli.backends.logfile import LogFolder
 from emceepee_cli.calls import admission, input_rounds, policy
 from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.errors import BackendError
+from emceepee_cli.signin.flow import SIGNIN_WINDOW_S, Nobody, Person
 
 READY_WAIT_S = 30.0  # first runs of `uvx`/`npx` download packages before answering
 KEPT_LINES = 50  # of each backend's stderr and log messages
@@ -41,8 +45,9 @@ async def refuse(server: str, kind: str, params: dict[str, Any]) -> dict[str, An
 class Sink:
     """What the backends report, kept for the command (a `BackendSink`)."""
 
-    def __init__(self, ask: Ask) -> None:
+    def __init__(self, ask: Ask, sign_in: Person | None = None) -> None:
         self.ask = ask
+        self.sign_in: Person = sign_in or Nobody()  # who signs in to a remote backend's server
         self.heard: dict[str, deque[str]] = {}
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
@@ -108,11 +113,14 @@ async def started(
     ask: Ask = refuse,
     wait_s: float = READY_WAIT_S,
     logs: LogFolder | None = None,
+    sign_in: Person | None = None,
 ) -> AsyncIterator[dict[str, Backend]]:
     """The backends of `specs`, started together (their stderr logged in `logs`, if given);
-    yielded once each is ready or has failed to start (or `wait_s` ran out); stopped, and
-    everything they started with them, on the way out."""
-    sink = Sink(ask)
+    yielded once each is ready or has failed to start (or `wait_s` ran out; a backend whose
+    person is signing in is waited for until the sign-in ends); stopped, and everything they
+    started with them, on the way out."""
+    quiet_sign_in_log()
+    sink = Sink(ask, sign_in)
     backends = {spec.name: Backend(spec, sink, logs) for spec in specs}
     try:
         async with anyio.create_task_group() as tg:
@@ -123,6 +131,10 @@ async def started(
                     async with anyio.create_task_group() as waits:
                         for backend in backends.values():
                             waits.start_soon(backend.wait_ready, wait_s)
+                async with anyio.create_task_group() as waits:
+                    for backend in backends.values():
+                        if backend.sign_in.prompt is not None:
+                            waits.start_soon(signed_in, backend, wait_s)
                 yield backends
             finally:
                 for backend in backends.values():
@@ -130,6 +142,22 @@ async def started(
     except BaseExceptionGroup as group:  # the command's own error, not wrapped by the task group
         found = [e for e in leaves(group) if not isinstance(e, anyio.get_cancelled_exc_class())]
         raise (found[0] if len(found) == 1 else group) from None
+
+
+def quiet_sign_in_log() -> None:
+    """The SDK's sign-in logs a failed sign-in with its traceback; a command says it as an error of
+    its own, so the log is not printed (a command configures no logging, and Python would print
+    a record nobody handles on stderr). Under serve, whose handlers log it, nothing changes."""
+    sdk = logging.getLogger("mcp.client.auth")
+    if not any(isinstance(handler, logging.NullHandler) for handler in sdk.handlers):
+        sdk.addHandler(logging.NullHandler())
+
+
+async def signed_in(backend: Backend, wait_s: float) -> None:
+    """Wait while `backend`'s person is signing in (bounded by the sign-in's own window), then for
+    its start to end as `started` waits for any backend's."""
+    await backend.wait_for(lambda _: backend.sign_in.prompt is None, SIGNIN_WINDOW_S)
+    await backend.wait_ready(wait_s)
 
 
 _: type[BackendSink] = Sink  # checked by mypy: a Sink is what a Backend reports to
@@ -149,6 +177,8 @@ def tool_listing(backends: Iterable[Backend], pattern: str | None) -> dict[str, 
         group: dict[str, Any] = {"server": backend.name, "status": backend.status.value}
         if backend.status != Status.READY:
             group["error"] = backend.last_error or f"backend is {backend.status}"
+            if backend.refusal is not None and backend.refusal.hint:  # what to set, or run to sign in
+                group["hint"] = backend.refusal.hint
         else:
             group["tools"] = [  # as the list_tools meta-tool shows them, denied tools hidden
                 listing.tool_json(t)

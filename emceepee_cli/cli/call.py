@@ -3,7 +3,9 @@
 The backends are started for the command (`calls/oneshot.py`) the way serve starts them, and
 stopped when it ends. `call` shows the backend's progress on stderr, prints the result (text as
 it is, structured content as JSON, images and other binary blocks saved to files), and asks a
-backend's question at the terminal; with no terminal, a form is declined.
+backend's question at the terminal; with no terminal, a form is declined. A remote server that
+asks for a sign-in signs in here (cli/auth.py's `Terminal`: the link on stderr and in the
+browser), except for `tools` listing every server, which says to run `emceepee auth login`.
 """
 
 from __future__ import annotations
@@ -115,6 +117,9 @@ def tools(
     matching = f" match '{pattern}'." if pattern else "."
     empty = "No tools" + matching if out["servers"] else "No servers to start."
     render.table(None, ("server", "tool", "description"), rows, empty=empty)
+    for group in out["servers"]:
+        if "hint" in group:
+            render.note(f"({group['server']}: {group['hint']})")
     if failed:
         raise typer.Exit(BackendError.exit_code)
 
@@ -126,14 +131,16 @@ def _listing(path: Path, server: str | None, pattern: str | None, wait: float) -
 
     from emceepee_cli import config as config_mod
     from emceepee_cli.calls import oneshot
+    from emceepee_cli.cli.auth import Terminal
 
     with from_hosts(path):
         loaded = config_mod.load_config(path)
         specs = _specs(loaded, server)
         logs = oneshot.command_logs("emceepee tools", loaded.defaults)
+        person = Terminal() if server is not None else None  # one browser tab, never one per server
 
         async def listing() -> dict[str, Any]:
-            async with oneshot.started(specs, wait_s=wait, logs=logs) as backends:
+            async with oneshot.started(specs, wait_s=wait, logs=logs, sign_in=person) as backends:
                 return oneshot.tool_listing(backends.values(), pattern)
 
         out = anyio.run(listing)
@@ -188,6 +195,7 @@ def call(
     from emceepee_cli import paths
     from emceepee_cli.calls import oneshot
     from emceepee_cli.cli import asking
+    from emceepee_cli.cli.auth import Terminal
     from emceepee_cli.errors import BackendUnavailable
     from emceepee_cli.questions.url_questions import UrlElicitationRequired
 
@@ -195,7 +203,8 @@ def call(
     given = asking.parse_args(args)
 
     async def run(specs: list[ServerSpec], logs: LogFolder | None) -> types.CallToolResult:
-        async with oneshot.started(specs, ask=asking.ask, wait_s=wait, logs=logs) as backends:
+        started = oneshot.started(specs, ask=asking.ask, wait_s=wait, logs=logs, sign_in=Terminal())
+        async with started as backends:
             backend = backends[server]
             try:
                 backend.require_session()

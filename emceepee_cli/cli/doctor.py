@@ -28,7 +28,9 @@ def doctor(
     Each backend is started the way an MCP host starts it (the small environment a host gives
     emceepee: a short PATH, and the "env" block of emceepee's entry in the host's config), so a
     server that works only in this shell fails here. A host that is not installed, or has no
-    emceepee entry yet, is a note, not a failure. Exits 1 if any check failed.
+    emceepee entry yet, is a note, not a failure. A remote server's sign-in is read from what is
+    kept for it (never a token); doctor never signs in: a server that asks is reported with the
+    command that signs in to it. Exits 1 if any check failed.
     """
     import anyio
 
@@ -39,6 +41,8 @@ def doctor(
     host_checks, host_env = checks_mod.host_checks()
     config_checks, loaded = checks_mod.config_checks(paths.config_path(config), host_env)
     checks = config_checks + checks_mod.journal_checks(paths.db_path(db)) + checks_mod.key_checks()
+    if loaded is not None:
+        checks += checks_mod.signin_checks(loaded, host_env)
     if loaded is not None and loaded.servers and not no_backends:
         env = checks_mod.host_environment(host_env)
         render.note(f"(starting {len(loaded.servers)} backend(s) as a host would: PATH={env['PATH']})")

@@ -35,6 +35,7 @@ class Fields:
     cwd: str | None
     protocol: str
     enabled: bool
+    sse: bool = False  # the --url server speaks the legacy HTTP+SSE transport
 
 
 @dataclass
@@ -68,6 +69,8 @@ def _option(name: str) -> str:
         return f"--header {name[8:]}"
     if name.startswith("args["):
         return f"argument {int(name[5:-1]) + 1} after --"
+    if name == "transport":
+        return "--sse"
     return "the command after --" if name == "command" else f"--{name}"
 
 
@@ -102,6 +105,7 @@ def add(
         url=fields.url,
         protocol=fields.protocol,  # type: ignore[arg-type]  # checked just below, naming --protocol
         enabled=fields.enabled,
+        remote_transport="sse" if fields.sse else "http",
     )
     check(spec)
     if not allow_secrets:
@@ -155,6 +159,7 @@ def _typed(spec: ServerSpec, command: list[str] | None, options: list[str], form
     line += [x for k, v in spec.env.items() for x in ("-e", f"{k}={forms.get(f'env.{k}', v)}")]
     line += [x for k, v in spec.headers.items() for x in ("-H", f"{k}={forms.get(f'headers.{k}', v)}")]
     line += ["--cwd", spec.cwd] if spec.cwd else []
+    line += ["--sse"] if spec.transport == "sse" else []
     line += ["--protocol", spec.protocol] if spec.protocol != "legacy" else []
     line += ["--disabled"] if not spec.enabled else []
     return shlex.join(line + (["--", *command] if command else []))
@@ -260,6 +265,10 @@ def masked(table: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def _strings(table: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in table.items() if isinstance(value, str)}
+
+
 def details(row: dict[str, Any], table: dict[str, Any], path: Path) -> dict[str, Any]:
     from emceepee_cli import paths
     from emceepee_cli.hosts import catalog
@@ -285,6 +294,8 @@ def details(row: dict[str, Any], table: dict[str, Any], path: Path) -> dict[str,
     else:
         out["url"] = table.get("url")
         out["headers"] = masked(table.get("headers") or {})
+        if isinstance(table.get("oauth"), dict):  # its client_secret is a ${VAR}, else a problem
+            out["oauth"] = {**table["oauth"], **masked(_strings(table["oauth"]))}
     for key in ("protocol", "elicitation", "sampling"):
         if key in table:
             out[key] = table[key]

@@ -55,6 +55,9 @@ COMMANDS: dict[str, Lazy] = {
         "emceepee_cli.cli.call:tools", "List the backends' tools (started for the command, then stopped)."
     ),
     "call": Lazy("emceepee_cli.cli.call:call", "Call a backend's tool from the terminal."),
+    "auth": Lazy(
+        "emceepee_cli.cli.auth:app", "Sign in to remote servers, see each one's sign-in, and sign out."
+    ),
     "tasks": Lazy(
         "emceepee_cli.cli.tasks:app", "List, inspect and cancel tasks (tool calls that outlived their wait)."
     ),

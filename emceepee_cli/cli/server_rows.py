@@ -50,7 +50,7 @@ def server_row(spec: ServerSpec) -> dict[str, Any]:
 def _raw_row(name: str, table: dict[str, Any], problems: list[str]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "name": name,
-        "transport": "http" if "url" in table else "stdio",
+        "transport": _transport(table),
         "enabled": table.get("enabled", True) is not False,
         "protocol": table.get("protocol", "legacy"),
         "status": "invalid",
@@ -62,6 +62,13 @@ def _raw_row(name: str, table: dict[str, Any], problems: list[str]) -> dict[str,
         row["args"] = [str(a) for a in table.get("args") or [] if isinstance(a, str)]
     row["problems"] = problems
     return row
+
+
+def _transport(table: dict[str, Any]) -> str:
+    """The transport a table means, as written (a wrong value is shown as it is, among its problems)."""
+    if "url" not in table:
+        return "stdio"
+    return str(table.get("transport", "http"))
 
 
 def target(row: dict[str, Any]) -> str:

@@ -86,8 +86,15 @@ def add(
     ctx: typer.Context,
     name: NameArg,
     url: Annotated[
-        str | None, typer.Option(help="URL of a remote Streamable HTTP server.", show_default=False)
+        str | None,
+        typer.Option(help="URL of a remote server (Streamable HTTP; see --sse).", show_default=False),
     ] = None,
+    sse: Annotated[
+        bool,
+        typer.Option(
+            "--sse", help='The --url server speaks the legacy HTTP+SSE transport (transport = "sse").'
+        ),
+    ] = False,
     env: Annotated[
         list[str] | None,
         typer.Option("--env", "-e", help="NAME=VALUE for the server's environment; repeatable."),
@@ -124,7 +131,8 @@ def add(
 ) -> None:
     """Add a server: a command after `--`, or --url.
 
-    E.g. `emceepee servers add git -- uvx mcp-server-git`, or `--url https://…`.
+    E.g. `emceepee servers add git -- uvx mcp-server-git`, or `--url https://…` (with `--sse` for a
+    server on the legacy HTTP+SSE transport, whose URL often ends in /sse).
 
     Everything after `--` is the command and its arguments, as they are; everything before it is
     emceepee's. A bare command name that a host would not find, or would find elsewhere (the
@@ -134,7 +142,7 @@ def add(
     from emceepee_cli.cli import editing
 
     command: list[str] | None = ctx.meta.get("after_dashdash")
-    fields = editing.Fields(name, command, url, env or [], header or [], cwd, protocol, not disabled)
+    fields = editing.Fields(name, command, url, env or [], header or [], cwd, protocol, not disabled, sse)
     added = editing.add(
         fields, resolve=not no_resolve, replace=replace, config=config, allow_secrets=allow_secrets
     )

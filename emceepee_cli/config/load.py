@@ -15,19 +15,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from emceepee_cli import paths
-from emceepee_cli.config.expand import RefError
+from emceepee_cli.config.expand import RefError, references
 from emceepee_cli.config.globs import glob_problem
 from emceepee_cli.config.model import (
     APPROVERS,
     EXPOSES,
     POLICIES,
     PROTOCOLS,
+    REMOTE_TRANSPORTS,
     SERVER_CHANGES,
+    TOKEN_ENDPOINT_AUTH_METHODS,
+    TOML_KEYS,
     Config,
     ConfigProblem,
     Defaults,
+    OAuthSpec,
     ServerSpec,
     expand_spec,
 )
@@ -40,6 +45,7 @@ RESERVED_NAME = "emceepee"  # the `server` of emceepee's own questions (session/
 # Always fullmatch: `$` in a match() would let "abc\n" through, and a name becomes a file name.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 PERMISSION_HINT = "Check the file's permissions, or point EMCEEPEE_CONFIG at another file."
+_VAR_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -179,7 +185,7 @@ def parse_server(name: str, raw: object) -> tuple[ServerSpec | None, list[Config
         message = f"must be a table like [servers.{name}] (got {reprlib.repr(raw)})"
         return None, [*problems, ConfigProblem(name, None, message)]
     table = cast(dict[str, object], raw)
-    known = tuple(f.name for f in fields(ServerSpec) if f.name != "name")
+    known = tuple(TOML_KEYS.get(f.name, f.name) for f in fields(ServerSpec) if f.name != "name")
     problems += [_unknown(name, key, known) for key in table if key not in known]
     r = _Reader(table, name)
     spec = ServerSpec(
@@ -206,8 +212,11 @@ def parse_server(name: str, raw: object) -> tuple[ServerSpec | None, list[Config
         approval_by=_approvers(r),
         roots=_roots(r),
         expose=r.choice("expose", EXPOSES),
+        remote_transport=_transport(r),
+        oauth=_oauth(r),
     )
     _check_shape(table, r)
+    _check_remote(table, r)
     problems += r.problems or _ref_problems(spec, None)
     return (None if problems else spec), problems
 
@@ -279,6 +288,109 @@ def _check_shape(table: Mapping[str, object], r: _Reader) -> None:
     url = table.get("url")
     if isinstance(url, str) and "${" not in url and not url.startswith(("http://", "https://")):
         r.add("url", f"must start with http:// or https:// (got {url!r})")
+
+
+def _transport(r: _Reader) -> Any:
+    """`transport`: how a `url` is reached, "http" (Streamable HTTP, the default) or "sse"."""
+    value = r.table.get("transport", "http")
+    if value not in REMOTE_TRANSPORTS:
+        r.add(
+            "transport",
+            'must be "http" (Streamable HTTP, the default for a url) or "sse" (the legacy HTTP+SSE '
+            f"transport) (got {reprlib.repr(value)})",
+        )
+        return "http"
+    return value
+
+
+def _oauth(r: _Reader) -> OAuthSpec | None:
+    """The [servers.NAME.oauth] table: how emceepee signs in to this remote server."""
+    raw = r.table.get("oauth")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        r.add("oauth", f"must be a table like [servers.{r.server}.oauth] (got {reprlib.repr(raw)})")
+        return None
+    table = cast(dict[str, object], raw)
+    known = tuple(f.name for f in fields(OAuthSpec))
+    r.problems += [_unknown(r.server, f"oauth.{key}", known) for key in table if key not in known]
+    sub = _Reader(table, r.server, "oauth.")
+    oauth = OAuthSpec(
+        client_id=sub.string("client_id"),
+        client_secret=_client_secret(sub),
+        client_metadata_url=_metadata_url(sub),
+        redirect_port=_port(sub),
+        token_endpoint_auth_method=sub.choice("token_endpoint_auth_method", TOKEN_ENDPOINT_AUTH_METHODS),
+    )
+    if oauth.client_secret is not None and oauth.client_id is None:
+        sub.add("client_secret", "needs client_id: a client secret belongs to a pre-registered client")
+    if oauth.token_endpoint_auth_method in ("client_secret_basic", "client_secret_post") and (
+        oauth.client_secret is None
+    ):
+        sub.add("token_endpoint_auth_method", f"{oauth.token_endpoint_auth_method} needs client_secret")
+    r.problems += sub.problems
+    return oauth
+
+
+def _client_secret(r: _Reader) -> str | None:
+    """A client secret is written as one `${VAR}` reference: the secret itself never goes in the file."""
+    value = r.string("client_secret")
+    if value is None or _VAR_REF.fullmatch(value):
+        return value
+    var = re.sub(r"\W", "_", f"{r.server}_client_secret").upper()
+    said = "looks like a secret" if not references(value) else "mixes a ${VAR} reference with text"
+    r.add(
+        "client_secret",
+        f"{said}, and emceepee keeps secrets out of its config file: write client_secret = "
+        f'"${{{var}}}" and set {var} in the "env" block of emceepee\'s entry in your MCP host\'s config',
+    )
+    return None
+
+
+def _metadata_url(r: _Reader) -> str | None:
+    """A Client ID Metadata Document's URL: https, a host, a path beyond `/`, no fragment."""
+    value = r.string("client_metadata_url")
+    if value is None:
+        return None
+    try:
+        parts = urlsplit(value)
+        ok = parts.scheme == "https" and bool(parts.hostname) and parts.path not in ("", "/")
+    except ValueError:  # a bad port or IPv6 address
+        ok = False
+    if not ok or parts.fragment or not value.isprintable() or " " in value:
+        r.add(
+            "client_metadata_url",
+            "must be an https URL with a path, where your client's metadata document is served, like "
+            f'"https://example.com/client.json" (got {reprlib.repr(value)})',
+        )
+        return None
+    return value
+
+
+def _port(r: _Reader) -> int | None:
+    value = r.table.get("redirect_port")
+    if value is None or (type(value) is int and 1 <= value <= 65535):
+        return value
+    r.add("redirect_port", f"must be a port number from 1 to 65535 (got {reprlib.repr(value)})")
+    return None
+
+
+def _check_remote(table: Mapping[str, object], r: _Reader) -> None:
+    """`transport` and `oauth` belong to a `url` server; an Authorization header and `oauth` exclude
+    each other (a static token is never replaced by a sign-in)."""
+    if "command" in table and "url" not in table:
+        for key in ("transport", "oauth"):
+            if key in table:
+                local = "a 'command' server runs locally"
+                r.add(key, f"is only for a remote server (one with a 'url'); {local}: remove '{key}'")
+    headers = table.get("headers")
+    named = [key for key in headers if key.lower() == "authorization"] if isinstance(headers, dict) else []
+    if named and "oauth" in table:
+        r.add(
+            "oauth",
+            f"cannot go with the {named[0]} header: a server given a token in a header is never signed "
+            "in to; remove the header to sign in, or the oauth table to keep the token",
+        )
 
 
 def _name_problems(name: str) -> list[str]:

@@ -16,6 +16,7 @@ from emceepee_cli.config.expand import RefError, expand
 from emceepee_cli.errors import ConfigError, NotFound
 
 Policy = Literal["auto", "forward", "park"]
+RemoteTransport = Literal["http", "sse"]
 Protocol = Literal["legacy", "modern", "auto"]
 Expose = Literal["meta", "direct", "both"]
 ServerChanges = Literal["approve", "allow", "deny"]
@@ -28,11 +29,33 @@ EXPOSES: tuple[str, ...] = ("meta", "direct", "both")
 APPROVERS: tuple[str, ...] = ("host", "cli", "model")
 # What the model's add_server / remove_server do: wait for a person's approval, go ahead, or refuse.
 SERVER_CHANGES: tuple[str, ...] = ("approve", "allow", "deny")
+# How a `url` backend is reached: Streamable HTTP (the default), or the legacy HTTP+SSE transport.
+REMOTE_TRANSPORTS: tuple[str, ...] = ("http", "sse")
+# How a pre-registered OAuth client proves itself at the token endpoint.
+TOKEN_ENDPOINT_AUTH_METHODS: tuple[str, ...] = ("client_secret_basic", "client_secret_post", "none")
+# A field whose key in the [servers.NAME] table is another word (`transport` is the property).
+TOML_KEYS = {"remote_transport": "transport"}
+
+
+@dataclass(frozen=True)
+class OAuthSpec:
+    """The [servers.NAME.oauth] table: how emceepee signs in to a remote backend (emceepee_cli/signin/
+    uses it). Every field is optional: without any, the client registers itself dynamically."""
+
+    client_id: str | None = None  # a pre-registered client
+    client_secret: str | None = field(default=None, repr=False)  # always a ${VAR} reference in the file
+    client_metadata_url: str | None = None  # a Client ID Metadata Document: https, a non-root path
+    redirect_port: int | None = None  # the loopback port of the redirect (else a random one)
+    token_endpoint_auth_method: str | None = None  # client_secret_basic, client_secret_post or none
+
+    def to_toml(self) -> dict[str, Any]:
+        """The table as written: the fields that are set."""
+        return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not None}
 
 
 @dataclass(frozen=True)
 class ServerSpec:
-    """One backend: a local command (stdio) or a remote URL (Streamable HTTP)."""
+    """One backend: a local command (stdio) or a remote URL (Streamable HTTP, or legacy SSE)."""
 
     name: str
     command: str | None = None
@@ -60,16 +83,23 @@ class ServerSpec:
     approval_by: tuple[str, ...] | None = None  # else [defaults] approval_by
     roots: tuple[str, ...] = ()  # directories this backend sees as its roots; else the host's
     expose: Expose | None = None  # else [defaults] expose
+    remote_transport: RemoteTransport = "http"  # the `transport` key: how a `url` is reached
+    oauth: OAuthSpec | None = None  # how to sign in to a `url` backend (None: the defaults)
 
     @property
-    def transport(self) -> Literal["stdio", "http"]:
-        return "http" if self.url is not None else "stdio"
+    def transport(self) -> Literal["stdio", "http", "sse"]:
+        return self.remote_transport if self.url is not None else "stdio"
+
+    @property
+    def remote(self) -> bool:
+        """Reached over HTTP (Streamable HTTP or SSE), not a process of ours."""
+        return self.url is not None
 
     def to_toml(self) -> dict[str, Any]:
         """The [servers.NAME] table: non-default fields only, values as written (unexpanded)."""
         blank = ServerSpec(self.name)
         return {
-            f.name: _toml_value(value)
+            TOML_KEYS.get(f.name, f.name): _toml_value(value)
             for f in fields(self)
             if f.name != "name" and (value := getattr(self, f.name)) != getattr(blank, f.name)
         }
@@ -151,6 +181,8 @@ def forwarding_policy(spec: ServerSpec | None, defaults: Defaults, kind: str) ->
 
 
 def _toml_value(value: Any) -> Any:
+    if isinstance(value, OAuthSpec):
+        return value.to_toml()
     if isinstance(value, tuple):
         return list(value)
     if isinstance(value, dict):
@@ -184,4 +216,13 @@ def expand_spec(spec: ServerSpec, environ: Mapping[str, str] | None) -> ServerSp
     headers = {key: expand(f"headers.{key}", value, environ) for key, value in spec.headers.items()}
     url = None if spec.url is None else expand("url", spec.url, environ)
     cwd = None if spec.cwd is None else os.path.expanduser(expand("cwd", spec.cwd, environ))
-    return replace(spec, args=args, env=env, headers=headers, url=url, cwd=cwd)
+    oauth = None if spec.oauth is None else _expand_oauth(spec.oauth, environ)
+    return replace(spec, args=args, env=env, headers=headers, url=url, cwd=cwd, oauth=oauth)
+
+
+def _expand_oauth(oauth: OAuthSpec, environ: Mapping[str, str] | None) -> OAuthSpec:
+    """The client's id and secret with `${VAR}` filled in (the other fields are taken as written)."""
+    client_id = None if oauth.client_id is None else expand("oauth.client_id", oauth.client_id, environ)
+    secret = oauth.client_secret
+    client_secret = None if secret is None else expand("oauth.client_secret", secret, environ)
+    return replace(oauth, client_id=client_id, client_secret=client_secret)

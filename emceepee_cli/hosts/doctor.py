@@ -22,9 +22,14 @@ from emceepee_cli.backends.logfile import LogFolder
 from emceepee_cli.config import Config, ServerSpec
 from emceepee_cli.errors import ConfigError, EmceepeeError, JournalError
 from emceepee_cli.hosts import catalog
+from emceepee_cli.signin.flow import Nobody
+from emceepee_cli.signin.store import TokenStore
 
 State = Literal["ok", "fail", "note"]
 PASSED_ON = ("HOME", "LOGNAME", "SHELL", "TERM", "USER")  # what a host's environment has besides PATH
+# Where this emceepee keeps its data (the token files a backend's sign-in reads): kept while
+# backends start in a host's environment, so doctor reads the sign-ins `emceepee auth` wrote.
+OWN_PLACES = ("EMCEEPEE_HOME", "XDG_DATA_HOME")
 TAIL_LINES = 5
 UNSET = "} is not set"  # how config/expand.py says a `${VAR}` has no value
 
@@ -248,11 +253,73 @@ def serve_checks(db: Path) -> list[Check]:
     return checks or [Check("serve", "serve", "note", "no emceepee serve is running (a host starts one)")]
 
 
+# ---- sign-in -------------------------------------------------------------------------------------
+
+
+def signin_checks(loaded: Config, host_env: Mapping[str, str]) -> list[Check]:
+    """The sign-in kept for each enabled remote server that signs in (its token file, read as
+    `emceepee auth status` reads it): never a token. Not being signed in is a note: a server signs
+    in only when it asks, which only connecting tells (the backend check)."""
+    from emceepee_cli.signin import flow
+
+    checks = []
+    for spec in loaded.servers.values():
+        if not spec.enabled or not flow.signs_in(spec):
+            continue
+        try:
+            store = flow.store_for(spec.expanded({**os.environ, **host_env}))
+        except ConfigError:
+            continue  # a `${VAR}` set nowhere: the config check says so
+        checks.append(_signin_check(spec.name, store))
+    return checks
+
+
+def _signin_check(name: str, store: TokenStore) -> Check:
+    state = store.state()
+    login = f"emceepee auth login {name}"
+    mode = _mode(store.path)
+    if mode is not None and os.name != "nt" and mode & 0o077:
+        detail = f"{store.path} is readable by others (mode {oct(mode)}): it holds its tokens"
+        return Check("sign-in", name, "fail", detail, f"chmod 600 {store.path}")
+    if state.other_url:
+        return Check(
+            "sign-in", name, "note", "tokens kept for another URL (the config's changed): unused", login
+        )
+    if not state.signed_in:
+        return Check("sign-in", name, "note", "not signed in (needed only if its server asks)", login)
+    scopes = f" (scopes: {' '.join(state.scopes)})" if state.scopes else ""
+    if state.expired and state.refreshable:
+        detail = f"expired at {state.expires_at}; renewed without you at the next connection{scopes}"
+        return Check("sign-in", name, "ok", detail)
+    if state.expired:
+        return Check("sign-in", name, "note", f"expired at {state.expires_at}, and cannot be renewed", login)
+    until = f" until {state.expires_at}" if state.expires_at else ""
+    return Check("sign-in", name, "ok", f"signed in{until}{scopes}")
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None
+
+
+class NobodyAsked(Nobody):
+    """doctor's person: nobody (doctor never prompts), remembering which servers asked for a sign-in."""
+
+    def __init__(self) -> None:
+        self.asked: set[str] = set()
+
+    async def show(self, server: str, url: str) -> None:
+        self.asked.add(server)
+        await super().show(server, url)
+
+
 # ---- backends ----------------------------------------------------------------------------------
 
 
 def host_environment(extra: Mapping[str, str]) -> dict[str, str]:
-    env = {k: os.environ[k] for k in PASSED_ON if k in os.environ}
+    env = {k: os.environ[k] for k in (*PASSED_ON, *OWN_PLACES) if k in os.environ}
     env["PATH"] = catalog.host_path()
     return env | dict(extra)
 
@@ -341,12 +408,17 @@ async def backend_checks(
             checks[spec.name] = stopped
         else:
             startable.append(replace(spec))
+    person = NobodyAsked()
     with environment(env):
-        async with oneshot.started(startable, wait_s=wait_s, logs=logs) as backends:
+        async with oneshot.started(startable, wait_s=wait_s, logs=logs, sign_in=person) as backends:
             for name, backend in backends.items():
                 if backend.status == Status.READY:
                     detail = f"started as a host would: handshake ok, {len(backend.offer.tools)} tool(s)"
                     checks[name] = Check("backend", name, "ok", detail)
+                    continue
+                if name in person.asked:  # not a crash: its server wants a person, doctor has none
+                    detail = "needs sign-in: its server asks you to sign in (doctor never does)"
+                    checks[name] = Check("backend", name, "fail", detail, f"emceepee auth login {name}")
                     continue
                 error = backend.last_error or f"still {backend.status} after {wait_s:g} s"
                 detail = redact(error + _stderr(oneshot.heard(backend), error))

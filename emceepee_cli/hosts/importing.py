@@ -1,11 +1,11 @@
 """Moving a host's MCP servers into emceepee's config (`emceepee import HOST`).
 
-Each entry of the host's file becomes a `ServerSpec`, or is skipped with the reason (emceepee
-itself, a name already in emceepee's config, an SSE server, a value only the host can fill in).
-A value that looks like a secret is not written to emceepee's config: the config gets `${VAR}`
-and the value goes to the `env` block of emceepee's own entry in the host's file, which is where
-the host gives emceepee its environment. Nothing here prints: the plan is rendered by the CLI,
-and its rows show `${VAR}`, never a value.
+Each entry of the host's file becomes a `ServerSpec` (one on the legacy HTTP+SSE transport with
+`transport = "sse"`), or is skipped with the reason (emceepee itself, a name already in emceepee's
+config, a value only the host can fill in). A value that looks like a secret is not written to
+emceepee's config: the config gets `${VAR}` and the value goes to the `env` block of emceepee's
+own entry in the host's file, which is where the host gives emceepee its environment. Nothing here
+prints: the plan is rendered by the CLI, and its rows show `${VAR}`, never a value.
 """
 
 from __future__ import annotations
@@ -158,11 +158,6 @@ def _one(
         out.skipped.append(Skipped(source, f"uses {host_only.group(0)}, which only {host.title} can fill in"))
         return
     url, transport = host.url_of(entry)
-    if transport == "sse":
-        out.skipped.append(
-            Skipped(source, "uses the SSE transport, which emceepee does not reach (only Streamable HTTP)")
-        )
-        return
     if url is None and not isinstance(entry.get("command"), str):
         out.skipped.append(Skipped(source, "has neither a command nor a URL"))
         return
@@ -183,6 +178,7 @@ def _one(
         url=_value(out, name, "url", url, env, prefer=env_name(name, "url")) if url else None,
         headers={k.removeprefix("headers."): v for k, v in values.items() if k.startswith("headers.")},
         enabled=not entry.get("disabled", False),
+        remote_transport="sse" if transport == "sse" else "http",
     )
     from emceepee_cli import config as config_mod
 

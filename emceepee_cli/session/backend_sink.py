@@ -28,6 +28,7 @@ from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.questions import url_questions
 from emceepee_cli.questions.answers import backend_reply
 from emceepee_cli.questions.questions import Questions
+from emceepee_cli.questions.sign_in import SignInQuestions
 from emceepee_cli.redact import redact, redact_data
 from emceepee_cli.session.direct import Direct
 from emceepee_cli.session.native_lists import Native
@@ -72,6 +73,9 @@ class SessionSink:
         self.roots = views.roots
         self.direct = views.direct  # backend tools on the host's own tools/list
         self.descendants = descendants  # what the backends start, watched (backends/descendants.py)
+        self.sign_in = SignInQuestions(
+            questions, shared.events
+        )  # a remote backend's sign-in (questions/sign_in.py)
 
     def __repr__(self) -> str:
         return f"<SessionSink {self.instance_id}>"

@@ -44,6 +44,13 @@ RECONFIGURED = StopReason(
 )
 
 
+SIGNED_IN = StopReason(
+    "restarted because someone signed in to its server",
+    "Call the tool again once list_servers shows it ready.",
+)
+SIGN_IN_LOOK_S = 1.0
+
+
 class Registry:
     def __init__(
         self,
@@ -66,14 +73,33 @@ class Registry:
         # Each backend's table as the file (or add_server) gave it, before [defaults] add to it: what
         # a reload compares, so a table that did not change never looks changed.
         self.tables: dict[str, ServerSpec] = {}
+        self._following = anyio.CancelScope()  # `follow_sign_ins`, until `stop_all`
 
     def __repr__(self) -> str:
         return f"<Registry {list(self.backends)}>"
 
     def start_all(self) -> None:
-        """Start every configured backend concurrently; never waits for any."""
+        """Start every configured backend concurrently; never waits for any. A remote backend whose
+        sign-in failed starts again once someone signs in to it elsewhere (`follow_sign_ins`)."""
         for spec in self.config.servers.values():
             self._start(spec)
+        self.runtime.spawn(self.follow_sign_ins, name="sign-in follow")
+
+    async def follow_sign_ins(self) -> None:
+        """Restart each backend failed by a sign-in once its tokens change (`emceepee auth login`
+        in a terminal, another serve): a look at a file's signature a second, for those only."""
+        with self._following:
+            while True:
+                await anyio.sleep(SIGN_IN_LOOK_S)
+                await self._restart_signed_in()
+
+    async def _restart_signed_in(self) -> None:
+        for name, backend in list(self.backends.items()):
+            if backend.status == Status.FAILED and backend.sign_in.signed_in_elsewhere():
+                async with self.changing:
+                    if self.backends.get(name) is backend:
+                        await self._retire(name, SIGNED_IN)
+                        self._start(self.tables.get(name, backend.spec))
 
     def _start(self, spec: ServerSpec) -> Backend:
         self.tables[spec.name] = spec
@@ -86,6 +112,7 @@ class Registry:
         return backend
 
     def stop_all(self) -> None:
+        self._following.cancel()
         for backend in self.backends.values():
             backend.stop()
 

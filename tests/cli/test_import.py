@@ -1,5 +1,6 @@
-"""`emceepee import HOST` on a temporary home folder, for every host: servers copied, secrets kept as
-${VAR} (their values moved to emceepee's own entry, never printed), skips explained, --replace."""
+"""`emceepee import HOST` on a temporary home folder, for every host: servers copied (an SSE one with
+transport = "sse"), secrets kept as ${VAR} (their values moved to emceepee's own entry, never
+printed), skips explained, --replace."""
 
 from __future__ import annotations
 
@@ -66,16 +67,13 @@ def test_import_copies_servers_and_keeps_secrets_out_of_the_config_and_the_outpu
         "url": "https://api.example.com/mcp",
         "headers": {"Authorization": "${REMOTE_AUTHORIZATION}"},
     }
-    assert set(servers) == {"echo", "github", "remote"}
+    assert servers["legacy-sse"] == {"url": "https://old.example.com/sse", "transport": "sse"}
+    assert set(servers) == {"echo", "github", "remote", "legacy-sse"}
     text = config.read_text() + done.out + done.err
     assert TOKEN not in text and "sk-live" not in text
     ours = json.loads(path.read_text())[host.servers_key]["emceepee"]
     assert ours["env"] == {"GITHUB_TOKEN": TOKEN, "REMOTE_AUTHORIZATION": BEARER}
-    assert (
-        "SSE transport" in done.out
-        and "already in emceepee's config" in done.out
-        and "emceepee itself" in done.out
-    )
+    assert "already in emceepee's config" in done.out and "emceepee itself" in done.out
 
 
 def test_import_twice_copies_nothing_the_second_time(emceepee_home: Path) -> None:
@@ -94,10 +92,10 @@ def test_replace_leaves_only_emceepee_and_what_could_not_move_after_a_backup() -
     done = cli("import", "claude", "--replace")
     doc = json.loads(path.read_text())
     assert done.code == 0 and doc["keep"] is True
-    assert set(doc[host.servers_key]) == {"emceepee", "legacy-sse"}
+    assert set(doc[host.servers_key]) == {"emceepee"}
     assert doc[host.servers_key]["emceepee"]["args"] == ["serve"]
     assert [p.read_text() for p in path.parent.glob(path.name + ".*.bak")] == [before]
-    assert "removed github, remote, echo" in done.out
+    assert "removed github, remote, legacy-sse, echo" in done.out
 
 
 def test_dry_run_changes_neither_file(emceepee_home: Path) -> None:

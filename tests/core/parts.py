@@ -20,6 +20,7 @@ from emceepee_cli.questions.host_link import HostLink
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.shared import Shared
+from emceepee_cli.signin.flow import Nobody
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.journal import Journal
 from tests.support import EXAMPLES, HOSTILE
@@ -72,6 +73,7 @@ class Sink:
 
     def __init__(self) -> None:
         self.heard: list[tuple[str, str]] = []
+        self.sign_in = Nobody()
 
     def notification(self, server: str, method: str, params: dict[str, Any]) -> None:
         self.heard.append(("notification", method))

@@ -71,7 +71,17 @@ def test_no_credentials_sent_says_what_to_set_in_the_config_or_the_cli() -> None
 
 def test_an_oauth_server_is_told_apart() -> None:
     challenge = 'Bearer resource_metadata="https://docs.example/.well-known/oauth-protected-resource"'
-    assert "OAuth sign-in, which emceepee does not do yet" in (said(challenge).hint or "")
+    hint = said(challenge).hint or ""
+    assert "without the Authorization header" in hint and "emceepee auth login my-docs" in hint
+
+
+def test_a_refusal_after_a_sign_in_says_to_sign_in_again() -> None:
+    spec = ServerSpec("tracker", url="https://tracker.example/mcp")
+    refused = unauthorized(spec, 401, 'Bearer error="invalid_token"', {}, signed_in=True)
+    assert "did not accept emceepee's sign-in" in refused.message
+    assert "emceepee auth login tracker" in (refused.hint or "")
+    more = unauthorized(spec, 403, 'Bearer error="insufficient_scope", scope="admin"', {}, signed_in=True)
+    assert 'scope="admin"' in more.message and "permission" in (more.hint or "")
 
 
 async def test_refusals_keep_a_refused_request_by_its_id_and_tells_the_backend() -> None:

@@ -42,6 +42,14 @@ class Gated:
         counted: dict[str, int] = httpx2.get(self.url("counts"), timeout=10).json()
         return counted
 
+    def handshakes(self) -> dict[str, int]:
+        """The initialize requests by path; a backend without a header also looks for a way to sign
+        in (metadata, registration) once per start, which `sign_in_looks` counts."""
+        return {key: n for key, n in self.counts().items() if key.endswith(" initialize")}
+
+    def sign_in_looks(self) -> int:
+        return self.counts().get("/register POST", 0)
+
 
 @contextmanager
 def gate(*flags: str) -> Iterator[Gated]:
@@ -128,7 +136,7 @@ async def test_a_server_refusing_at_the_handshake_is_failed_with_what_to_set_and
                 replies.append(await host.tool("list_tools", {"server": "remote"}))
                 replies.append(await host.tool("await_activity", {"timeout_ms": 0}))
                 rows_after = await until_failed(host, "remote", "literal", "bare")
-        counts = gated.counts()
+        counts, looks = gated.handshakes(), gated.sign_in_looks()
 
     for name in ("remote", "literal", "bare"):
         row = rows_after[name]
@@ -154,6 +162,7 @@ async def test_a_server_refusing_at_the_handshake_is_failed_with_what_to_set_and
     assert "Check the token" in calls[0]["error"]["hint"]
     # One handshake each, however many calls came after: nothing restarts them.
     assert counts == {"/remote initialize": 1, "/literal initialize": 1, "/bare initialize": 1}, counts
+    assert looks == 1  # `bare` looked once for a way to sign in, and there was none
     assert leaked(json.dumps(replies), tmp_path / "serve.stderr", emceepee_home) == []
 
 
@@ -200,7 +209,7 @@ def test_the_cli_says_what_to_set_and_exits_3(tmp_path: Path) -> None:
         listed_json = run_cli("tools", "bare", "--config", config, "--wait", "20", "--json", env=env)
         called = run_cli("call", "literal", "echo", "text=hi", "--config", config, "--wait", "20", env=env)
         doctor = run_cli("doctor", "--config", config, "--wait", "20", env=env)
-        counts = gated.counts()
+        counts, looks = gated.handshakes(), gated.sign_in_looks()
 
     assert listed.returncode == 3, listed
     assert (
@@ -217,6 +226,7 @@ def test_the_cli_says_what_to_set_and_exits_3(tmp_path: Path) -> None:
     assert "emceepee servers add bare --url" in doctor.stdout
     # One handshake per command that starts it (doctor cannot start `remote`: a host lacks its ${VAR}).
     assert counts == {"/remote initialize": 1, "/literal initialize": 2, "/bare initialize": 2}, counts
+    assert looks == 2  # `bare` has no header: each start looked once for a sign-in the server lacks
     outputs = [listed, listed_json, called, doctor]
     assert leaked("".join(p.stdout + p.stderr for p in outputs)) == []
 
