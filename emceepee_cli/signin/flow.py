@@ -263,12 +263,15 @@ class SignedIn(httpx2.Auth):
         _refresh_due(self.provider)
         flow = self.provider.async_auth_flow(request)
         challenge: httpx2.Response | None = None  # the server's answer to the request itself
+        published = False  # the server answered some request of the sign-in's own
         try:
             outgoing = await flow.__anext__()
             while True:
                 response = yield outgoing
                 if outgoing is request and response.status_code in (401, 403):
                     challenge = response
+                elif outgoing is not request and response.is_success:
+                    published = True  # metadata or a registration: the server does sign-in
                 try:
                     outgoing = await flow.asend(response)
                 except StopAsyncIteration:
@@ -279,18 +282,13 @@ class SignedIn(httpx2.Auth):
             self._failed(exc.message)
             raise
         except (OAuthFlowError, ValueError) as exc:  # the SDK's flow, or a server's malformed answer
-            if challenge is not None and self.on_no_sign_in is not None and not self._offers_sign_in():
+            if challenge is not None and self.on_no_sign_in is not None and not published:
                 await self.on_no_sign_in(challenge)  # a plain refusal: there was nothing to sign in to
             else:
                 self._failed(f"Signing in to '{self.server}' failed: {redact(str(exc))[:500]}")
             raise
         finally:
             await flow.aclose()
-
-    def _offers_sign_in(self) -> bool:
-        """Whether the server published anything to sign in with (resource or server metadata)."""
-        context = self.provider.context
-        return context.protected_resource_metadata is not None or context.oauth_metadata is not None
 
     def _failed(self, message: str) -> None:
         if self.on_failed is not None:
