@@ -113,12 +113,13 @@ def browser_command(home: Path) -> Path:
     return script
 
 
-def serve_params(home: Path, given: dict[str, Any]) -> StdioServerParameters:
-    """`emceepee serve` from this repository's tree, in `home`, as a host starts it."""
+def serve_params(home: Path, given: dict[str, Any], src: Path) -> StdioServerParameters:
+    """`emceepee serve` from the tree `src`, in `home`, as a host starts it."""
     env = {
         "EMCEEPEE_HOME": str(home),
         "BROWSER": str(browser_command(home)),
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": str(src),
+        "PYTHONDONTWRITEBYTECODE": "1",  # leave the tree as it was
     }
     if "client_secret" in given:
         env[SECRET_VAR] = str(given["client_secret"])
@@ -241,20 +242,20 @@ def show_diagnostics(say: Callable[[str], None], home: Path) -> None:
         show_file(say, log)
 
 
-async def run(url: str, expose: str, seconds: float, home: Path, say: Say) -> str:
+async def run(url: str, args: argparse.Namespace, home: Path, say: Say) -> str:
     """Start serve in `home` and drive it; the tool's text. Bounded by `seconds`."""
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     plan = PLANS.get(scenario, Plan())
     given = context()
-    text = config_text(url, given, plan, expose)
+    text = config_text(url, given, plan, args.expose)
     (home / "config.toml").write_text(text)
     say(
         f"scenario {scenario or '(none)'}; config:\n"
         + text.replace(str(given.get("client_secret", "\0")), "***")
     )
-    with anyio.fail_after(seconds):
-        async with Client(serve_params(home, given), mode="legacy") as client:
-            return await drive(Host(client, say), expose, seconds)
+    with anyio.fail_after(args.seconds):
+        async with Client(serve_params(home, given, args.src), mode="legacy") as client:
+            return await drive(Host(client, say), args.expose, args.seconds)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -264,6 +265,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--expose", choices=("meta", "direct"), default="meta", help="how the host calls the tool"
     )
     parser.add_argument("--seconds", type=float, default=25.0, help="bound on the whole run")
+    parser.add_argument("--src", type=Path, default=ROOT, help="the emceepee tree serve runs (this one)")
     parser.add_argument(
         "--keep-home", action="store_true", help="keep the emceepee home (its path is printed)"
     )
@@ -296,7 +298,7 @@ def main(argv: list[str]) -> int:
     said: str | None = None
     error: str | None = None
     try:
-        said = anyio.run(run, args.url, args.expose, args.seconds, home, say)
+        said = anyio.run(run, args.url, args, home, say)
     except* TimeoutError:
         error = f"no answer within {args.seconds:.0f} s"
     except* Exception as group:  # noqa: BLE001 - DriverError, MCPError, a serve that will not start: all said
