@@ -85,12 +85,14 @@ def context() -> dict[str, Any]:
     return found
 
 
-def config_text(url: str, given: dict[str, Any], plan: Plan, expose: str) -> str:
+def config_text(url: str, given: dict[str, Any], plan: Plan, args: argparse.Namespace) -> str:
     """The config: one url backend, and its sign-in table when there is something to put in it."""
     lines = []
-    if expose == "direct":
+    if args.expose == "direct":
         lines += ["[defaults]", 'expose = "both"', ""]
     lines += [f"[servers.{SERVER}]", f"url = {json.dumps(url)}"]
+    if args.bearer:  # the driver's own check: a static token, so no sign-in happens
+        lines.append(f"headers = {{ Authorization = {json.dumps('Bearer ' + args.bearer)} }}")
     oauth = []
     if "client_id" in given:
         oauth.append(f"client_id = {json.dumps(given['client_id'])}")
@@ -247,7 +249,7 @@ async def run(url: str, args: argparse.Namespace, home: Path, say: Say) -> str:
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     plan = PLANS.get(scenario, Plan())
     given = context()
-    text = config_text(url, given, plan, args.expose)
+    text = config_text(url, given, plan, args)
     (home / "config.toml").write_text(text)
     say(
         f"scenario {scenario or '(none)'}; config:\n"
@@ -265,6 +267,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--expose", choices=("meta", "direct"), default="meta", help="how the host calls the tool"
     )
     parser.add_argument("--seconds", type=float, default=25.0, help="bound on the whole run")
+    parser.add_argument("--bearer", help="send this static token instead of signing in (checks the driver)")
     parser.add_argument("--src", type=Path, default=ROOT, help="the emceepee tree serve runs (this one)")
     parser.add_argument(
         "--keep-home", action="store_true", help="keep the emceepee home (its path is printed)"
