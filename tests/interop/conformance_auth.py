@@ -125,7 +125,10 @@ def serve_params(home: Path, given: dict[str, Any], src: Path) -> StdioServerPar
     }
     if "client_secret" in given:
         env[SECRET_VAR] = str(given["client_secret"])
-    return StdioServerParameters(command=sys.executable, args=["-m", "emceepee_cli", "serve"], env=env)
+    # cwd: `python -m` looks in the working folder first, which may hold another tree
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "emceepee_cli", "serve"], env=env, cwd=home
+    )
 
 
 def own(result: Any) -> dict[str, Any]:
