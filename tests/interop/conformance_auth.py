@@ -91,6 +91,8 @@ def config_text(url: str, given: dict[str, Any], plan: Plan, args: argparse.Name
     if args.expose == "direct":
         lines += ["[defaults]", 'expose = "both"', ""]
     lines += [f"[servers.{SERVER}]", f"url = {json.dumps(url)}"]
+    if args.protocol:  # the era emceepee speaks to the backend (else emceepee's default, the handshake era)
+        lines.append(f"protocol = {json.dumps(args.protocol)}")
     if args.bearer:  # the driver's own check: a static token, so no sign-in happens
         lines.append(f"headers = {{ Authorization = {json.dumps('Bearer ' + args.bearer)} }}")
     oauth = []
@@ -270,6 +272,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--expose", choices=("meta", "direct"), default="meta", help="how the host calls the tool"
     )
     parser.add_argument("--seconds", type=float, default=25.0, help="bound on the whole run")
+    parser.add_argument("--protocol", choices=("legacy", "auto", "modern"), help="the backend's `protocol`")
     parser.add_argument("--bearer", help="send this static token instead of signing in (checks the driver)")
     parser.add_argument("--src", type=Path, default=ROOT, help="the emceepee tree serve runs (this one)")
     parser.add_argument(
