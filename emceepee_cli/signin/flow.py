@@ -48,6 +48,8 @@ from emceepee_cli.signin.store import TokenStore
 
 SIGNIN_WINDOW_S = 600.0  # how long a sign-in waits for the person before it gives up
 REFRESH_MARGIN_S = 60.0  # refresh this long before the access token expires
+AUTHORIZATION_URL_LIMIT = 8192
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class Person(Protocol):
@@ -145,6 +147,25 @@ class Patience:
             scope.deadline = anyio.current_time() + seconds
 
 
+def check_authorization_url(server: str, url: str) -> None:
+    """An authorization URL a person may be sent to: https (plain http only on this machine, as
+    OAuth 2.1 allows for loopback), and of a sane length. What the server's metadata names is
+    untrusted: no other scheme is opened in the browser or shown as a link."""
+    parts = urlsplit(url)
+    local = parts.hostname in LOOPBACK_HOSTS
+    if len(url) > AUTHORIZATION_URL_LIMIT or not (
+        parts.scheme == "https" or (parts.scheme == "http" and local)
+    ):
+        shown = url[:80] + ("…" if len(url) > 80 else "")
+        raise SignInError(
+            f"The sign-in to '{server}' would send you to {shown!r}, which emceepee does not open: an "
+            "authorization server must be reached over https (plain http only on this machine) with a "
+            f"URL under {AUTHORIZATION_URL_LIMIT} characters.",
+            hint="Check the server's url in the config: its authorization server is misconfigured, "
+            "or hostile.",
+        )
+
+
 class Handlers:
     """The SDK's redirect and callback handlers for one server's sign-ins."""
 
@@ -155,6 +176,7 @@ class Handlers:
         self._listening: loopback.Loopback | None = None
 
     async def redirect(self, url: str) -> None:
+        check_authorization_url(self.server, url)
         if self._listening is not None:
             await self._listening.close()
         self._listening = await loopback.Loopback.open(self.server, url)
@@ -241,12 +263,15 @@ class SignedIn(httpx2.Auth):
         _refresh_due(self.provider)
         flow = self.provider.async_auth_flow(request)
         challenge: httpx2.Response | None = None  # the server's answer to the request itself
+        published = False  # the server answered some request of the sign-in's own
         try:
             outgoing = await flow.__anext__()
             while True:
                 response = yield outgoing
                 if outgoing is request and response.status_code in (401, 403):
                     challenge = response
+                elif outgoing is not request and response.is_success:
+                    published = True  # metadata or a registration: the server does sign-in
                 try:
                     outgoing = await flow.asend(response)
                 except StopAsyncIteration:
@@ -257,18 +282,13 @@ class SignedIn(httpx2.Auth):
             self._failed(exc.message)
             raise
         except (OAuthFlowError, ValueError) as exc:  # the SDK's flow, or a server's malformed answer
-            if challenge is not None and self.on_no_sign_in is not None and not self._offers_sign_in():
+            if challenge is not None and self.on_no_sign_in is not None and not published:
                 await self.on_no_sign_in(challenge)  # a plain refusal: there was nothing to sign in to
             else:
                 self._failed(f"Signing in to '{self.server}' failed: {redact(str(exc))[:500]}")
             raise
         finally:
             await flow.aclose()
-
-    def _offers_sign_in(self) -> bool:
-        """Whether the server published anything to sign in with (resource or server metadata)."""
-        context = self.provider.context
-        return context.protected_resource_metadata is not None or context.oauth_metadata is not None
 
     def _failed(self, message: str) -> None:
         if self.on_failed is not None:

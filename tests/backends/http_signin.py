@@ -136,7 +136,7 @@ class Authority:
         if resource not in self.resources():
             return JSONResponse({"error": "not_found"}, 404)
         body = {
-            "resource": resource,
+            "resource": self.options.claim_resource or resource,
             "authorization_servers": [self.base],
             "bearer_methods_supported": ["header"],
         }
@@ -468,6 +468,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--refuse-refresh", action="store_true", help="refresh grants get invalid_grant")
     parser.add_argument("--step-up", default=None, metavar="SCOPE", help="whoami needs this scope")
     parser.add_argument("--scopes-supported", default=None, help='e.g. "a b offline_access"')
+    parser.add_argument("--claim-resource", default=None, metavar="URL", help="the metadata's resource")
     parser.add_argument("--revoke-after", type=int, default=None, metavar="N", help="MCP POSTs per token")
     return parser.parse_args(argv)
 

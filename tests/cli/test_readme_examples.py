@@ -74,6 +74,7 @@ def test_the_readme_has_examples_of_every_command_group() -> None:
         "events",
         "journal status",
         "paths",
+        "auth status",
     ):
         assert f"emceepee {word}" in commands
 

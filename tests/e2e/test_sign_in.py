@@ -249,3 +249,14 @@ async def test_a_sign_in_from_the_terminal_starts_a_backend_whose_sign_in_failed
                 whoami = await client.call_tool("execute_tool", call("whoami"))
     assert login.returncode == 0, login
     assert not whoami.is_error and len(opened(tmp_path)) == 1
+
+
+async def test_metadata_naming_another_resource_is_refused_saying_so(tmp_path: Path) -> None:
+    with running("--claim-resource", "https://elsewhere.example/mcp") as mock:
+        async with serving(config(tmp_path, mock), env=browser(tmp_path)) as client:
+            with anyio.fail_after(60):
+                await warm_up(client)
+                row = await until_status(client, "tracker", "failed")
+        seen = sign_in_log(mock)
+    assert "Signing in to 'tracker' failed" in row["last_error"] and "elsewhere.example" in row["last_error"]
+    assert opened(tmp_path) == [] and seen == []  # no token is asked for another resource

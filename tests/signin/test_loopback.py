@@ -10,7 +10,7 @@ import anyio
 import httpx2
 import pytest
 
-from emceepee_cli.signin import loopback
+from emceepee_cli.signin import flow, loopback
 from emceepee_cli.signin.loopback import Loopback, SignInError
 
 pytestmark = pytest.mark.anyio
@@ -128,3 +128,28 @@ async def test_a_port_in_use_says_how_to_choose_another() -> None:
         with pytest.raises(SignInError) as refused:
             await Loopback.open("tracker", authorization_url(port))
     assert "redirect_port" in (refused.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file:///etc/passwd?state=s",
+        "javascript:alert(1)",
+        "http://auth.example/authorize?state=s",  # plain http to another machine
+        "https://auth.example/authorize?state=" + "s" * 9000,
+        "vscode://open?url=x",
+    ],
+)
+def test_an_authorization_url_a_person_should_not_be_sent_to_is_refused(url: str) -> None:
+    with pytest.raises(SignInError) as refused:
+        flow.check_authorization_url("tracker", url)
+    assert "does not open" in refused.value.message and len(refused.value.message) < 600
+
+
+def test_https_and_loopback_http_authorization_urls_are_opened() -> None:
+    for url in (
+        "https://auth.example/authorize?state=s",
+        "http://localhost:8080/authorize",
+        "http://127.0.0.1/a",
+    ):
+        flow.check_authorization_url("tracker", url)
