@@ -23,7 +23,7 @@ import json
 import socket
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -31,11 +31,8 @@ import mcp_types as types
 import uvicorn
 from mcp.server import Server, ServerRequestContext
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repo's root
+from tests.backends.asgi import App, Receive, Scope, Send, read_body, replay
 
 ECHO = types.Tool(
     name="echo",
@@ -71,7 +68,7 @@ class Gate:
         if scope["path"] == "/counts":
             await _answer(send, 200, {"content-type": "application/json"}, json.dumps(self.counts).encode())
             return
-        body = await _body(receive) if scope["method"] == "POST" else b""
+        body = await read_body(receive) if scope["method"] == "POST" else b""
         method = _method(body) or scope["method"]
         self.counts[f"{scope['path']} {method}"] += 1
         self.denying = self.denying or method == self.options.deny_from
@@ -79,7 +76,7 @@ class Gate:
         if self.denying and sent != self.options.accept:
             await self.refuse(send, body, sent)
             return
-        await self.inner(scope, _replay(body, receive), send)
+        await self.inner(scope, replay(body, receive), send)
 
     async def refuse(self, send: Send, body: bytes, authorization: str) -> None:
         headers = {"content-type": "text/plain"}
@@ -108,29 +105,6 @@ def _id(body: bytes) -> Any:
     except ValueError:
         return None
     return message.get("id") if isinstance(message, dict) else None
-
-
-async def _body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """The request's body again, for the app behind the gate; then whatever the client sends next."""
-    sent = False
-
-    async def again() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return again
 
 
 async def _answer(send: Send, status: int, headers: dict[str, str], body: bytes) -> None:

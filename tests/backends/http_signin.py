@@ -34,6 +34,7 @@ import socket
 import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlencode, urlparse
 
@@ -46,7 +47,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repo's root
+from tests.backends.asgi import read_body, replay
 
 METHODS = ("client_secret_basic", "client_secret_post", "none")
 HIDDEN = {"code", "code_verifier", "password"}  # and any *secret*, *assertion* or *token
@@ -329,7 +333,7 @@ class Guard:
         if path == "/counts":
             await JSONResponse(self.counts)(scope, receive, send)
             return
-        body = await _body(receive) if scope["method"] == "POST" else b""
+        body = await read_body(receive) if scope["method"] == "POST" else b""
         message = _message(body) if path in ("/mcp", "/messages/") else {}
         self.counts[f"{path} {message.get('method') or scope['method']}"] += 1
         if path in ("/mcp", "/sse", "/messages/"):
@@ -338,7 +342,7 @@ class Guard:
                 self.counts[f"refused {refusal.status_code}"] += 1
                 await refusal(scope, receive, send)
                 return
-        await self.inner(scope, _replay(body, receive), send)
+        await self.inner(scope, replay(body, receive), send)
 
     def refusal(self, path: str, scope: Scope, message: dict[str, Any]) -> Response | None:
         sent = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
@@ -370,29 +374,6 @@ def _message(body: bytes) -> dict[str, Any]:
     except ValueError:
         return {}
     return message if isinstance(message, dict) else {}
-
-
-async def _body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """The request's body again, for the app behind the guard; then whatever the client sends next."""
-    sent = False
-
-    async def again() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return again
 
 
 def mcp_server(authority: Authority) -> Server[Any]:

@@ -20,8 +20,7 @@ import json
 import socket
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from pathlib import Path
 
 import anyio
 import mcp_types as types
@@ -29,10 +28,8 @@ import uvicorn
 from mcp.server import Server, ServerRequestContext
 from mcp.server.sse import SseServerTransport
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repo's root
+from tests.backends.asgi import Receive, Scope, Send, read_body, replay
 
 TOOLS = [
     types.Tool(
@@ -81,10 +78,10 @@ class SseApp:
         if path == "/counts":
             await _answer(send, 200, {"content-type": "application/json"}, json.dumps(self.counts).encode())
             return
-        body = await _body(receive) if method == "POST" else b""
+        body = await read_body(receive) if method == "POST" else b""
         self.counts[f"{path} {_method(body) or method}"] += 1
         self.denying = self.denying or self.options.deny_from in (None, _method(body))
-        receive = _replay(body, receive) if method == "POST" else receive
+        receive = replay(body, receive) if method == "POST" else receive
         if self.options.status and self.denying:
             headers = {"content-type": "text/plain"}
             headers |= {"www-authenticate": self.options.challenge} if self.options.challenge else {}
@@ -114,29 +111,6 @@ def _method(body: bytes) -> str | None:
     except ValueError:
         return None
     return str(message["method"]) if isinstance(message, dict) and "method" in message else None
-
-
-async def _body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """The request's body again, for the transport; then whatever the client sends next."""
-    sent = False
-
-    async def again() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return again
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -260,3 +260,17 @@ async def test_metadata_naming_another_resource_is_refused_saying_so(tmp_path: P
         seen = sign_in_log(mock)
     assert "Signing in to 'tracker' failed" in row["last_error"] and "elsewhere.example" in row["last_error"]
     assert opened(tmp_path) == [] and seen == []  # no token is asked for another resource
+
+
+async def test_a_legacy_sse_backend_signs_in_the_same_way(tmp_path: Path) -> None:
+    with running("--sse") as mock:
+        table = f'[servers.tracker]\nurl = "{mock.base}/sse"\ntransport = "sse"\n'
+        cfg = write_config(tmp_path / "config.toml", example_table("echo", "echo.py"), table)
+        async with serving(cfg, env=browser(tmp_path)) as client:
+            with anyio.fail_after(60):
+                await warm_up(client)
+                await until_status(client, "tracker", "ready")
+                echo = await client.call_tool("execute_tool", call("echo", {"text": "over sse"}))
+        authorize = next(e["params"] for e in sign_in_log(mock) if e["endpoint"] == "authorize")
+    assert texts(echo) == ["over sse"] and authorize["resource"] == f"{mock.base}/sse"
+    assert len(opened(tmp_path)) == 1
