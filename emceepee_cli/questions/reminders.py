@@ -3,7 +3,8 @@
 A parked question rides on every reply until it is answered (category 4), and its schema can be
 kilobytes: a reply of a hundred bytes would carry three thousand. So the first reply that carries
 a question shows it whole, and the later ones only what identifies it — its ids, server and
-message — with the tool that has the rest.
+message, and a URL-mode question's link (short, and the one thing a person must see) — with the
+tool that has the rest.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ def reminder(question: QuestionJson) -> dict[str, Any]:
     out["kind"] = question["kind"]
     if "message" in question:
         out["message"] = question["message"]
+    if question.get("url"):
+        out["url"] = question["url"]
     if "task_id" in question:
         out["task_id"] = question["task_id"]
     out["expires_at"] = question["expires_at"]

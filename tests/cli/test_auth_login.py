@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -137,15 +139,19 @@ def test_ctrl_c_gives_up_the_sign_in(tmp_path: Path, config: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
-        text=True,
         env=env_with(tmp_path),
     ) as login:
         assert login.stderr is not None
-        for line in login.stderr:  # bounded: the command prints the link, then waits for it
-            if line.startswith("  http://"):
-                break
+        said = b""
+        deadline = time.monotonic() + 60
+        while b"\n  http://" not in said:  # the command prints the link, then waits for it
+            left = deadline - time.monotonic()
+            assert left > 0 and login.poll() is None, said
+            if select.select([login.stderr], [], [], left)[0]:
+                said += os.read(login.stderr.fileno(), 65536)
         login.send_signal(signal.SIGINT)
-        out, err = login.communicate(timeout=30)
+        out_bytes, err_bytes = login.communicate(timeout=30)
+    out, err = out_bytes.decode(), (said + err_bytes).decode()
     assert login.returncode == 130 and out == ""
     assert "Gave up signing in to 'tracker'" in err and "Traceback" not in err
     assert "tokens" not in kept()

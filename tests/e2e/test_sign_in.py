@@ -20,6 +20,7 @@ from mcp import Client
 from emceepee_cli.signin import store
 from tests.signin.parts import Mock, browser, opened, running, sign_in_log
 from tests.support import (
+    envelope,
     example_table,
     payload,
     run_cli,
@@ -130,6 +131,9 @@ async def test_with_a_bare_host_the_link_is_pending_and_calls_say_how_to_sign_in
                 await until(lambda: bool(opened(tmp_path)))
                 url = opened(tmp_path)[0]
                 refused = await client.call_tool("execute_tool", call("whoami"))
+                other = await client.call_tool(
+                    "execute_tool", {"server": "echo", "tool": "echo", "args": {"text": "y"}}
+                )
                 listed = run_cli("pending")
                 pending = payload(await client.call_tool("get_elicitations", {}))["elicitations"]
                 async with httpx2.AsyncClient(follow_redirects=True, timeout=10) as http:
@@ -141,6 +145,8 @@ async def test_with_a_bare_host_the_link_is_pending_and_calls_say_how_to_sign_in
     said = texts(refused)[0]
     assert "waiting for you to sign in" in said and url in said and "emceepee auth login tracker" in said
     assert listed.returncode == 0 and url in listed.stdout, listed
+    riding = envelope(other).get("pending_client_action", {}).get("elicitations", [])
+    assert [q["url"] for q in riding] == [url]  # every reply carries the link while it waits
     [question] = pending
     assert question["server"] == "tracker" and question["url"] == url and question["correlation"] == "sign_in"
     assert texts(whoami) == [""] and after == []
