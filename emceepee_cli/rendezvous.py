@@ -3,7 +3,7 @@
 The folder is `paths.runtime_dir()` (under EMCEEPEE_HOME, else XDG_RUNTIME_DIR, else the data
 folder), made 0700. The socket's name carries emceepee's version and a key of the files the fleet
 serves (config, journal, data folder) and of the package it runs
-(`fleet-0.1.0-1a2b3c4d5e6f.sock`): a front meets only a fleet of its own version serving its own
+(`fleet-0.1.0-1a2b3c4d5e6f7a8b.sock`): a front meets only a fleet of its own version serving its own
 files. Beside the socket, two lock files:
 
 - `NAME.start.lock`: held by a front while it starts a fleet, and by a fleet while it leaves at
@@ -25,7 +25,6 @@ The standard library only, besides `paths`: the front imports this, and it must 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import socket
@@ -33,6 +32,7 @@ import stat
 import struct
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +79,10 @@ class Place:
 def place(config: Path, db: Path) -> Place:
     """The place of the fleet serving this config and journal, for this version and package."""
     parts = (config.resolve(), db.resolve(), paths.data_dir().resolve(), PACKAGE)
-    key = hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()[:12]
+    text = "\0".join(map(str, parts)).encode()
+    # Only to tell places apart (a fleet also checks the files a hello names): zlib is loaded by now,
+    # where hashlib would load OpenSSL into the front, 3.5 MB of it.
+    key = f"{zlib.crc32(text):08x}{zlib.adler32(text):08x}"
     version = re.sub(r"[^A-Za-z0-9.]", "_", __version__)
     return Place(paths.runtime_dir(), f"fleet-{version}-{key}")
 
