@@ -35,7 +35,7 @@ class Relay:
         self.sock = sock
         self.stdin, self.stdout = stdin, stdout
         self.host_done = threading.Event()  # stdin ended (or a signal said to stop)
-        self._shut = threading.Lock()
+        self._shut = threading.RLock()  # a signal may come while the main thread holds it
 
     def run(self) -> int:
         """Relay until the fleet closes the connection; the front's exit code."""
