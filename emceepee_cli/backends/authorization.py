@@ -92,6 +92,8 @@ class Refusals:
         request_id = _request_id(response.request)
         if request_id is not None:
             self.refused[coerce_request_id(request_id)] = refusal
+        if signed_in and response.status_code == 403 and request_id is not None:
+            return  # the account may not do this one thing (after a step-up): the rest still works
         self.on_refused(refusal)
 
     def take(self, request_id: RequestId | None) -> Unauthorized | None:
