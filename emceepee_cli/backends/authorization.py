@@ -9,7 +9,9 @@ its JSON-RPC id, and the backend's dispatcher (backends/dispatcher.py) fails tha
 `Unauthorized` it is given (`take`), not the SDK's stand-in. The backend hears of the refusal at
 once (`on_refused`): it stops, and is not restarted, for the same credentials would be refused
 again (backends/backend.py); it stays failed until its config table changes (a running serve then
-restarts it) or serve starts again.
+restarts it) or serve starts again. A backend that signs in (signin/) is watched through the
+sign-in instead (`SignedIn.on_final`: only the final answer, after any sign-in), and there a 403
+fails only that request: the account lacks one permission, and the rest still works.
 
 What is said names the challenge's scheme, realm, error and scope (the server's
 `WWW-Authenticate`) and the names of the headers emceepee sent, never a header's value: a part of
