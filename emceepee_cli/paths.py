@@ -51,6 +51,16 @@ def logs_dir() -> Path:
     return data_dir() / "logs"
 
 
+def runtime_dir() -> Path:
+    """The fleet's folder: its socket and locks (emceepee_cli/rendezvous.py). Under EMCEEPEE_HOME
+    when set (so two homes never meet one fleet), else in XDG_RUNTIME_DIR, else in the data folder."""
+    if home := _home():
+        return home / "run"
+    if runtime := os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(runtime) / APP
+    return data_dir() / "run"
+
+
 def ensure_private_dir(path: Path) -> Path:
     """Create `path` (and parents) if needed; a folder we create is 0700."""
     if not path.exists():

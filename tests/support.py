@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -177,6 +178,30 @@ def serving(
         env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"], **(env or {})},
     )
     return Client(params, mode=mode, **host)
+
+
+@asynccontextmanager
+async def raw_serving(
+    config: Path, env: Mapping[str, str], stderr: Path | None = None
+) -> AsyncIterator[RawHost]:
+    """A real `serve` spoken to on the wire (`RawHost`), with `env` (its stderr kept in `stderr`).
+    It must exit once its stdin closes (bounded); if it does not, it is killed, never left behind."""
+    with stderr.open("wb") if stderr is not None else contextlib.nullcontext() as err:
+        process = await anyio.open_process(serve_command(config), env=dict(env), stderr=err)
+    try:
+        host = RawHost(process)
+        await host.initialize()
+        yield host
+    finally:
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        try:
+            with anyio.fail_after(30):
+                await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+            await process.aclose()
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

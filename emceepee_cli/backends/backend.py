@@ -37,6 +37,7 @@ from emceepee_cli.backends.authorization import Refusals, Unauthorized
 from emceepee_cli.backends.dispatcher import BackendDispatcher
 from emceepee_cli.backends.ending import StopReason
 from emceepee_cli.backends.failures import brief, closest, connection_ended, describe, leaves, request_error
+from emceepee_cli.backends.launch import Launch
 from emceepee_cli.backends.listener import Listener, MessageSink
 from emceepee_cli.backends.logfile import LogFolder
 from emceepee_cli.backends.sign_in import BackendSignIn
@@ -85,9 +86,11 @@ class Backend:
         sink: BackendSink,
         logs: LogFolder | None = None,
         starts: StartSlots | None = None,
+        launch: Launch | None = None,
     ) -> None:
         self.spec = spec
         self.sink = sink
+        self.launch = launch  # the host's environment and cwd, in the fleet (backends/launch.py)
         self.starts = starts  # how many backends boot at once (backends/start_limit.py); None: no limit
         self._wanted = anyio.Event()  # someone waits for it to start: it does not queue for a slot
         self.log = logs.of(spec.name) if logs is not None else None  # its stderr log, if it keeps one
@@ -226,7 +229,7 @@ class Backend:
             if self.starts is not None:
                 await self.starts.take(self, self._wanted)
                 stack.callback(self.starts.release, self)
-            spec = self.spec.expanded()
+            spec = self.spec.expanded(None if self.launch is None else self.launch.environ)
             auth = flow.auth_for(spec, self.sign_in)
             refusals = (
                 Refusals(self.spec, spec.headers, self.refused, auth is not None) if spec.remote else None
@@ -283,6 +286,7 @@ class Backend:
             refusals=refusals,
             auth=auth,
             patience=self.listener.patience,
+            launch=self.launch,
         )
         try:
             async with opened as (streams, process):

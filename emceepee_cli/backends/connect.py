@@ -19,6 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from emceepee_cli.backends import transport
 from emceepee_cli.backends.authorization import Refusals
 from emceepee_cli.backends.environment import backend_env
+from emceepee_cli.backends.launch import Launch
 from emceepee_cli.backends.logfile import LogPlace
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.errors import BackendError
@@ -43,11 +44,13 @@ async def open_transport(
     refusals: Refusals | None = None,
     auth: httpx2.Auth | None = None,
     patience: Patience | None = None,
+    launch: Launch | None = None,
 ) -> AsyncIterator[tuple[Streams, transport.ProcessInfo | None]]:
     """The streams to an expanded `spec`, and its process (None for a remote backend). `refusals`
     hears a remote backend's refusals of emceepee's credentials (backends/authorization.py); with
     `auth` (signin/flow.py), which hears each request's final response after any sign-in instead,
-    so the challenge that starts a sign-in is not taken for a refusal."""
+    so the challenge that starts a sign-in is not taken for a refusal. `launch`: the host's
+    environment and working directory, when serve is not the host's own process (backends/launch.py)."""
     if spec.transport == "http":
         assert spec.url is not None
         http = _http_client(dict(spec.headers), auth, refusals)
@@ -59,13 +62,17 @@ async def open_transport(
             yield streams, None
         return
     assert spec.command is not None
-    env = backend_env(spec.env, spec.pass_env)
+    command, cwd = spec.command, spec.cwd
+    if launch is not None:
+        cwd = launch.cwd_for(cwd)
+        command = launch.command_for(command, cwd)
+    env = backend_env(spec.env, spec.pass_env, None if launch is None else launch.environ)
     try:
         opened = transport.open_stdio(
-            spec.command,
+            command,
             spec.args,
             env=env,
-            cwd=spec.cwd,
+            cwd=cwd,
             stderr_log=log,
             on_stderr=on_stderr,
             on_problem=on_problem,

@@ -66,8 +66,14 @@ class Descendants:
         default_factory=lambda: processes.descendants(os.getpid(), threads=False) is not None
     )
     adopting: bool = field(default_factory=processes.is_subreaper)  # serve's other children are orphans
+    # What is below the process is this session's own (serve); not in the fleet, where other hosts'
+    # sessions share the process: then only its own backends' trees are looked at and swept.
+    alone: bool = True
     _unplaced: set[int] = field(default_factory=set[int])  # serve's children not yet known as backends
     _scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+    def __post_init__(self) -> None:
+        self.adopting = self.adopting and self.alone
 
     def __repr__(self) -> str:
         return f"<Descendants backends={len(self.backends)} seen={len(self.seen)} enabled={self.enabled}>"
@@ -170,7 +176,8 @@ class Descendants:
         if left:
             log.warning("stopping %d process(es) the backends started and left running", len(left))
             survivors = await anyio.to_thread.run_sync(processes.terminate, left, SWEEP_GRACE_S)
-        survivors += await anyio.to_thread.run_sync(_freeze_and_kill)
+        if self.alone:  # else what is below the process is other sessions' too
+            survivors += await anyio.to_thread.run_sync(_freeze_and_kill)
         if survivors:
             log.error("%s outlived emceepee, even after SIGKILL", survivors)
         for proc in [p for p in self.seen if not p.running()]:

@@ -76,6 +76,10 @@ COMMANDS: dict[str, Lazy] = {
         "emceepee_cli.cli.journal:paths", "Where emceepee keeps its config, journal, logs and key."
     ),
     "demo": Lazy("emceepee_cli.cli.demo:demo", "Watch emceepee work on its example backends."),
+    "fleet": Lazy(
+        "emceepee_cli.cli.fleet:app",
+        "Experimental: the per-user process serve relays to with EMCEEPEE_FLEET=1.",
+    ),
 }
 
 

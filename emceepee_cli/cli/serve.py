@@ -1,4 +1,5 @@
-"""`emceepee serve`: the MCP server on stdio, as an MCP host starts it."""
+"""`emceepee serve`: the MCP server on stdio, as an MCP host starts it: in-process, or (opt-in for
+now: EMCEEPEE_FLEET=1) as a relay to the per-user fleet (emceepee_cli/fleet/front.py)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,12 @@ def serve(
     """Run the MCP server on stdio (what an MCP host starts)."""
     from emceepee_cli import paths
     from emceepee_cli.cli.main import Invocation
-    from emceepee_cli.server.app import run_stdio
+    from emceepee_cli.fleet import front  # no SDK: it is loaded only to serve in-process
 
     Invocation.verbose = Invocation.verbose or verbose
     if sys.stdin.isatty():  # a person typed `emceepee serve`: say why nothing seems to happen
         sys.stderr.write(WAITING + "\n")
         sys.stderr.flush()
-    run_stdio(paths.config_path(config), verbose=verbose, db_path=db)
+    code = front.run(paths.config_path(config), db, verbose)
+    if code:
+        raise typer.Exit(code)

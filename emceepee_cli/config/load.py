@@ -32,13 +32,14 @@ from emceepee_cli.config.model import (
     Config,
     ConfigProblem,
     Defaults,
+    FleetSettings,
     OAuthSpec,
     ServerSpec,
     expand_spec,
 )
 from emceepee_cli.errors import ConfigError
 
-TOP_LEVEL = ("defaults", "servers")
+TOP_LEVEL = ("defaults", "servers", "fleet")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
 RESERVED_NAME = "emceepee"  # the `server` of emceepee's own questions (session/server_changes.py)
 
@@ -48,15 +49,19 @@ PERMISSION_HINT = "Check the file's permissions, or point EMCEEPEE_CONFIG at ano
 _VAR_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
-def load_config(path: Path | None = None) -> Config:
-    """Read and check the config file; a missing file is an empty, valid config."""
+def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read and check the config file; a missing file is an empty, valid config. `${VAR}` must be
+    set in `environ` (default emceepee's own; in the fleet, the host's: fleet/daemon.py)."""
     path = paths.config_path(path)
     doc = read_toml(path)
     problems = [_unknown(None, key, TOP_LEVEL, "top-level table") for key in doc if key not in TOP_LEVEL]
     defaults, defaults_problems = _parse_defaults(doc.get("defaults", {}))
-    servers, server_problems = _parse_servers(doc.get("servers", {}))
-    found = problems + defaults_problems + server_problems
-    return Config(path, defaults, servers, tuple(replace(p, file=path.name) for p in found))
+    servers, server_problems = _parse_servers(
+        doc.get("servers", {}), os.environ if environ is None else environ
+    )
+    fleet, fleet_problems = parse_fleet(doc.get("fleet", {}))
+    found = problems + defaults_problems + server_problems + fleet_problems
+    return Config(path, defaults, servers, tuple(replace(p, file=path.name) for p in found), fleet)
 
 
 def check_spec(spec: ServerSpec) -> None:
@@ -162,7 +167,54 @@ def _default(r: _Reader, name: str, value: object) -> Any:
     return r.choice(name, POLICIES, str(value))
 
 
-def _parse_servers(raw: object) -> tuple[dict[str, ServerSpec], list[ConfigProblem]]:
+def fleet_settings(path: Path) -> FleetSettings:
+    """The [fleet] table of the file at `path` alone (what the front and the fleet read before
+    anything else); its built-in values when the file cannot be read or is not TOML (the server
+    reports that)."""
+    try:
+        return parse_fleet(read_toml(path).get("fleet", {}))[0]
+    except ConfigError:
+        return FleetSettings()
+
+
+def parse_fleet(raw: object) -> tuple[FleetSettings, list[ConfigProblem]]:
+    """The [fleet] table; a bad value falls back to its built-in one, said as a problem."""
+    if not isinstance(raw, dict):
+        return FleetSettings(), [ConfigProblem(None, "fleet", f"must be a table (got {reprlib.repr(raw)})")]
+    table = cast(dict[str, object], raw)
+    known = ("enabled", "idle_exit")
+    problems = [_unknown(None, f"fleet.{key}", known) for key in table if key not in known]
+    r, base = _Reader(table, None, "fleet."), FleetSettings()
+    enabled = r.optional_boolean("enabled")
+    idle_exit_s = base.idle_exit_s
+    if "idle_exit" in table:
+        seconds = duration_s(table["idle_exit"])
+        if seconds is None:
+            r.add(
+                "idle_exit",
+                f'must be a duration like "10m", "30s" or "0" (got {reprlib.repr(table["idle_exit"])})',
+            )
+        else:
+            idle_exit_s = seconds
+    return FleetSettings(enabled=enabled, idle_exit_s=idle_exit_s), problems + r.problems
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)?")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def duration_s(value: object) -> float | None:
+    """Seconds in a duration written as "10m", "30s", "1.5h", "250ms" or a bare number of seconds
+    (a TOML number too); None when `value` is not one."""
+    if type(value) in (int, float) and 0 <= cast(float, value) < float("inf"):
+        return float(cast(float, value))
+    match = _DURATION.fullmatch(value.strip()) if isinstance(value, str) else None
+    return None if match is None else float(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def _parse_servers(
+    raw: object, environ: Mapping[str, str]
+) -> tuple[dict[str, ServerSpec], list[ConfigProblem]]:
     if not isinstance(raw, dict):
         message = f"must be a table of [servers.NAME] tables (got {reprlib.repr(raw)})"
         return {}, [ConfigProblem(None, "servers", message)]
@@ -171,7 +223,7 @@ def _parse_servers(raw: object) -> tuple[dict[str, ServerSpec], list[ConfigProbl
     for name, table in cast(dict[str, object], raw).items():
         spec, server_problems = parse_server(name, table)
         if spec is not None and spec.enabled:  # a disabled server needs no secrets until enabled
-            server_problems = _ref_problems(spec, os.environ)
+            server_problems = _ref_problems(spec, environ)
         if spec is not None and not server_problems:
             servers[name] = spec
         problems += server_problems

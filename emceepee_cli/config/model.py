@@ -142,6 +142,15 @@ class Defaults:
 
 
 @dataclass(frozen=True)
+class FleetSettings:
+    """The [fleet] table (experimental): whether `serve` goes through the per-user fleet
+    (emceepee_cli/fleet/front.py), and how long the fleet stays once its last host has gone."""
+
+    enabled: bool | None = None  # None: not said; for now serve runs in-process unless EMCEEPEE_FLEET=1
+    idle_exit_s: float = 600.0  # `idle_exit = "10m"`; 0: the fleet exits with its last host
+
+
+@dataclass(frozen=True)
 class ConfigProblem:
     """One thing wrong in the file; `server`/`field` are None when it is not about one."""
 
@@ -166,6 +175,7 @@ class Config:
     defaults: Defaults
     servers: dict[str, ServerSpec]
     problems: tuple[ConfigProblem, ...]
+    fleet: FleetSettings = field(default_factory=FleetSettings)
 
     def server(self, name: str) -> ServerSpec:
         if name in self.servers:

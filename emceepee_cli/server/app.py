@@ -21,7 +21,7 @@ import shlex
 import signal
 import sys
 import warnings
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -30,12 +30,13 @@ import anyio
 import mcp_types as types
 import pydantic
 from mcp import MCPError
-from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from emceepee_cli import __version__, paths, processes, schema
+from emceepee_cli.backends.launch import Launch
 from emceepee_cli.calls import spool
 from emceepee_cli.calls.call import InputRound, Passed, Relay
 from emceepee_cli.calls.host_rounds import HostRetry
@@ -76,10 +77,13 @@ def build_server(
     db_path: Path | None = None,
     follow_config: bool = False,
     fast_lane: FastLane | None = None,
+    launch: Launch | None = None,
 ) -> Server[Services]:
     """The low-level MCP server; its lifespan owns the journal, the services and every backend task.
 
-    `follow_config`: reload the config file when it changes or on SIGHUP (server/reload.py)."""
+    `follow_config`: reload the config file when it changes or on SIGHUP (server/reload.py).
+    `launch`: this is one host's session in the fleet (emceepee_cli/fleet/daemon.py), whose
+    backends start in that host's environment and cwd, and which leaves SIGHUP to the fleet."""
 
     @asynccontextmanager
     async def lifespan(_: Server[Services]) -> AsyncIterator[Services]:
@@ -91,9 +95,10 @@ def build_server(
             try:
                 inherited = await wiring.take_over(journal, instance_id)
                 async with anyio.create_task_group() as tg:
-                    services = wiring.build(config, tg, journal, instance_id, log_dir)
+                    services = wiring.build(config, tg, journal, instance_id, log_dir, launch)
                     await services.start(inherited)
-                    following = reload.follow(services, config.path) if follow_config else None
+                    hangup = launch is None
+                    following = reload.follow(services, config.path, hangup) if follow_config else None
                     why = "it was told to stop"  # a signal: see _exit_on_signal
                     if fast_lane is not None:
                         fast_lane.attach(services)
@@ -273,10 +278,11 @@ def _note_host(ctx: ServerRequestContext[Services], services: Services) -> None:
         )
 
 
-def load_or_report(path: Path) -> Config:
-    """The config, or (for a file that is not TOML at all) an empty one carrying the error."""
+def load_or_report(path: Path, environ: Mapping[str, str] | None = None) -> Config:
+    """The config, or (for a file that is not TOML at all) an empty one carrying the error.
+    `environ`: where `${VAR}` is looked up (default emceepee's own; in the fleet, the host's)."""
     try:
-        return load_config(path)
+        return load_config(path, environ)
     except ConfigError as exc:
         log.error("%s", exc)
         return Config(
@@ -284,26 +290,42 @@ def load_or_report(path: Path) -> Config:
         )
 
 
-def run_stdio(config_path: Path, verbose: bool = False, db_path: Path | None = None) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(RedactingFormatter("%(asctime)s emceepee %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
-    warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+def run_stdio(
+    config_path: Path, verbose: bool = False, db_path: Path | None = None, notice: str | None = None
+) -> None:
+    """`serve` in this process. `notice`: why it is not served through the fleet, said once."""
+    log_to_stderr(verbose)
+    if notice is not None:
+        log.warning("serving in-process (no fleet): %s", notice)
     config = load_or_report(config_path)
     for problem in config.problems:
         log.warning("config: %s", problem)
-    log_dir = _logs_folder()
-    spool.BUDGET.sweep()  # result files a serve that died left behind
-    spool.map_big_allocations()  # so that memory a big result used can be given back
-    # What is loaded by now (the SDK, emceepee, the config) lives as long as serve: frozen, the
-    # collector no longer walks it on every collection, which calls in flight trigger often.
-    gc.freeze()
+    log_dir = logs_folder()
+    prepare_process()
     # What a backend starts and orphans stays below serve (backends/descendants.py).
     processes.become_subreaper()
     anyio.run(_serve, config, log_dir, db_path)
 
 
-def _logs_folder() -> Path | None:
+def log_to_stderr(verbose: bool) -> None:
+    """Every log line to stderr, secrets redacted (stdout is the protocol wire, or the fleet's log)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s emceepee %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+    warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+
+
+def prepare_process() -> None:
+    """What a process that serves does once, before serving: result files a serve that died left
+    behind are swept, big allocations mapped so their memory can go back, and what is loaded by now
+    (the SDK, emceepee) frozen, so the collector no longer walks it on every collection, which calls
+    in flight trigger often."""
+    spool.BUDGET.sweep()
+    spool.map_big_allocations()
+    gc.freeze()
+
+
+def logs_folder() -> Path | None:
     """The folder of the backends' stderr logs, made if need be; None when it cannot be made
     (a read-only data folder): serve runs all the same, with their stderr in memory only."""
     folder = paths.logs_dir()
@@ -331,11 +353,15 @@ async def _serve(config: Config, log_dir: Path | None, db_path: Path | None) -> 
         if sys.platform != "win32":
             tg.start_soon(_exit_on_signal, tg.cancel_scope, closed)
         async with host_streams(lane) as (read, write):
-            changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
-            options = server.create_initialization_options(changes)
-            await server.run(read, write, options)
+            await server.run(read, write, serving_options(server))
         tg.cancel_scope.cancel()
     log.info("stopped")
+
+
+def serving_options(server: Server[Services]) -> InitializationOptions:
+    """What the server says of itself at the handshake: every list may change while it runs."""
+    changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+    return server.create_initialization_options(changes)
 
 
 async def _exit_on_signal(scope: anyio.CancelScope, closed: anyio.Event) -> None:

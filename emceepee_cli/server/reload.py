@@ -129,7 +129,8 @@ class _Follower:
 async def _read(services: Services, path: Path, why: str) -> Config | None:
     """The file, read and checked; None (said on stderr and as an event) if it cannot be used."""
     try:
-        config = await anyio.to_thread.run_sync(load_config, path)
+        launch = services.registry.launch  # in the fleet, `${VAR}` is the host's
+        config = await anyio.to_thread.run_sync(load_config, path, None if launch is None else launch.environ)
     except ConfigError as exc:
         log.error("config reload (%s): %s; the running config is kept", why, exc)
         data = {"reason": why, "error": exc.message, "kept": "the running config"}
@@ -165,13 +166,14 @@ async def _apply(services: Services, config: Config, why: str, say: bool) -> dic
     return data
 
 
-def follow(services: Services, path: Path) -> anyio.CancelScope:
-    """Follow the file in the background (`watch`) until the scope returned is cancelled."""
+def follow(services: Services, path: Path, hangup: bool = True) -> anyio.CancelScope:
+    """Follow the file in the background (`watch`) until the scope returned is cancelled. `hangup`:
+    SIGHUP reloads it too (not in the fleet, whose sessions share one process's signals)."""
     scope = anyio.CancelScope()
 
     async def run() -> None:
         with scope:
-            await watch(services, path)
+            await watch(services, path, hangup)
 
     services.runtime.spawn(run, name="config watch")
     return scope

@@ -29,9 +29,9 @@ Every line written is the SDK's bytes for its message, made in one module with t
 (emceepee_cli/jsonrpc.py); the errors for what the host sent wrong are server/wire_errors.py.
 
 Lifecycle: `host_streams()` claims fd 0 and 1 for the wire (server/stdio_fds.py: a stray print
-cannot corrupt the protocol), then a reader and a writer task run beside the server until stdin's
-EOF closes the read stream; a pipe or a socket is read and written on the event loop, a terminal
-or a file in a worker thread.
+cannot corrupt the protocol; in the fleet it is given the host's socket instead), then a reader
+and a writer task run beside the server until stdin's EOF closes the read stream; a pipe or a
+socket is read and written on the event loop, a terminal or a file in a worker thread.
 """
 
 from __future__ import annotations
@@ -85,9 +85,12 @@ class _Batch:
 
 
 @asynccontextmanager
-async def host_streams(taker: LineTaker | None = None) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
-    """The server's streams over this process's stdin and stdout."""
-    wire_in, wire_out = stdio_fds.claim_std_fds()
+async def host_streams(
+    taker: LineTaker | None = None, fds: tuple[int, int] | None = None
+) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+    """The server's streams over this process's stdin and stdout, or over `fds` (in, out): a
+    connection to the fleet (emceepee_cli/fleet/daemon.py), whose descriptor its caller closes."""
+    wire_in, wire_out = stdio_fds.claim_std_fds() if fds is None else fds
     wire = HostWire(wire_out, taker, on_loop=stdio_fds.on_loop(wire_out))
     to_server, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_server = anyio.create_memory_object_stream[SessionMessage](0)

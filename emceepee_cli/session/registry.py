@@ -21,6 +21,7 @@ from emceepee_cli import config as config_mod
 from emceepee_cli.backends import transport
 from emceepee_cli.backends.backend import Backend, BackendSink, Status
 from emceepee_cli.backends.ending import StopReason
+from emceepee_cli.backends.launch import Launch
 from emceepee_cli.backends.logfile import LogFolder
 from emceepee_cli.backends.start_limit import StartSlots
 from emceepee_cli.config import Config, ConfigProblem, ServerSpec, reload
@@ -61,8 +62,10 @@ class Registry:
         backends: dict[str, Backend],
         direct: Direct | None = None,
         log_dir: Path | None = None,
+        launch: Launch | None = None,
     ) -> None:
         self.config = config
+        self.launch = launch  # the host's environment and cwd, in the fleet (backends/launch.py)
         self.runtime = runtime
         self.sink = sink  # what every backend reports to (session/backend_sink.py)
         self.backends = backends
@@ -106,7 +109,7 @@ class Registry:
         if self.config.defaults.pass_env:  # every backend's, then its own
             spec = replace(spec, pass_env=(*self.config.defaults.pass_env, *spec.pass_env))
         logs = LogFolder(self.log_dir, self.config.defaults.log_backups) if self.log_dir else None
-        backend = Backend(spec, self.sink, logs, self.starts)
+        backend = Backend(spec, self.sink, logs, self.starts, self.launch)
         self.backends[spec.name] = backend
         self.runtime.spawn(backend.run, name=f"backend {spec.name}")
         return backend

@@ -24,6 +24,7 @@ from emceepee_cli import seal
 from emceepee_cli.backends import leftovers
 from emceepee_cli.backends.backend import Backend
 from emceepee_cli.backends.descendants import Descendants
+from emceepee_cli.backends.launch import Launch
 from emceepee_cli.backends.notifications import Heard
 from emceepee_cli.calls.tasks import Tasks
 from emceepee_cli.config import Config, Defaults, Policy, forwarding_policy
@@ -164,7 +165,10 @@ def build(
     journal: AsyncJournal,
     instance_id: str,
     log_dir: Path | None = None,
+    launch: Launch | None = None,
 ) -> Services:
+    """The parts of one host's session. `launch`: it is one of the fleet's sessions, whose backends
+    start in that host's environment and cwd (backends/launch.py), and which shares its process."""
     defaults = config.defaults
     backends: dict[str, Backend] = {}
     runtime = Runtime(task_group)
@@ -188,10 +192,12 @@ def build(
     )
     native = Native(backends, host, runtime, held)
     direct = Direct(backends, defaults, host, runtime)
-    descendants = Descendants(journal, runtime, instance_id)
+    descendants = Descendants(journal, runtime, instance_id, alone=launch is None)
     views = HostViews(native=native, direct=direct, roots=roots)
     sink = SessionSink(shared, heard, questions, tasks, views=views, descendants=descendants)
-    registry = Registry(config, runtime, sink=sink, backends=backends, direct=direct, log_dir=log_dir)
+    registry = Registry(
+        config, runtime, sink=sink, backends=backends, direct=direct, log_dir=log_dir, launch=launch
+    )
     return Services(
         shared=shared,
         registry=registry,

@@ -9,8 +9,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import anyio
 import httpx2
 import pytest
 
-from tests.support import ROOT, RawHost, example_table, serve_command, write_config
+from tests.support import ROOT, RawHost, example_table, raw_serving, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -45,20 +45,9 @@ def sse_table(port: int) -> str:
     )
 
 
-@asynccontextmanager
-async def serving(config: Path) -> AsyncIterator[RawHost]:
+def serving(config: Path) -> AbstractAsyncContextManager[RawHost]:
     """A real `serve` with the token in its environment."""
-    process = await anyio.open_process(serve_command(config), env={**os.environ, VAR: SECRET})
-    try:
-        host = RawHost(process)
-        await host.initialize()
-        yield host
-    finally:
-        assert process.stdin is not None
-        await process.stdin.aclose()
-        with anyio.fail_after(30):
-            await process.wait()
-        await process.aclose()
+    return raw_serving(config, {**os.environ, VAR: SECRET})
 
 
 async def call(host: RawHost, server: str, tool: str, **args: Any) -> dict[str, Any]:

@@ -8,8 +8,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import anyio
 import httpx2
 import pytest
 
-from tests.support import ROOT, RawHost, run_cli, serve_command, write_config
+from tests.support import ROOT, RawHost, raw_serving, run_cli, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -88,23 +88,9 @@ async def call(host: RawHost, server: str, text: str = "hi") -> dict[str, Any]:
     return await host.tool("execute_tool", {"server": server, "tool": "echo", "args": {"text": text}})
 
 
-@asynccontextmanager
-async def serving_raw(config: Path, stderr_path: Path) -> AsyncIterator[RawHost]:
+def serving_raw(config: Path, stderr_path: Path) -> AbstractAsyncContextManager[RawHost]:
     """A real `serve` with the secret in its environment, its stderr kept in `stderr_path`."""
-    with stderr_path.open("wb") as stderr:
-        process = await anyio.open_process(
-            serve_command(config), env={**os.environ, VAR: SECRET}, stderr=stderr
-        )
-    try:
-        host = RawHost(process)
-        await host.initialize()
-        yield host
-    finally:
-        assert process.stdin is not None
-        await process.stdin.aclose()
-        with anyio.fail_after(30):
-            await process.wait()
-        await process.aclose()
+    return raw_serving(config, {**os.environ, VAR: SECRET}, stderr_path)
 
 
 def leaked(said: str, *places: Path) -> list[str]:

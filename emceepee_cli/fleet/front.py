@@ -1,0 +1,85 @@
+"""`serve` as the front: a thin relay to the per-user fleet, or `serve` in-process as before.
+
+Whether the fleet is used (`choice`): `EMCEEPEE_FLEET=1` or `[fleet] enabled = true` asks for it
+(it is opt-in for now); `EMCEEPEE_FLEET=0` or `[fleet] enabled = false` refuses it, and wins over
+a yes; so does a platform without Unix sockets. Asked for by nobody, `serve` runs in-process and
+says nothing about the fleet.
+
+Used, the front connects to the fleet for its config and journal, starting one if none runs
+(fleet/starter.py), says on stderr which fleet it reached, and relays bytes between the host's
+stdio and its session there (fleet/relay.py) — with no MCP SDK loaded: a Python with typer is its
+whole cost. Whatever keeps it from the fleet (the socket cannot be made or reached, a folder or
+socket another user could use, a fleet that does not start) is said once on stderr
+(`serving in-process (no fleet): …`), and `serve` runs in-process, exactly as without the fleet.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+from emceepee_cli import __version__, paths, rendezvous
+from emceepee_cli.config.load import fleet_settings
+from emceepee_cli.fleet import starter
+from emceepee_cli.fleet.hello import Hello
+from emceepee_cli.fleet.relay import Relay
+
+SWITCH = "EMCEEPEE_FLEET"  # "1": through the fleet; "0": in-process
+
+
+def choice(config_path: Path) -> tuple[bool, str | None]:
+    """Whether to serve through the fleet; when not, why (None: nobody asked for it)."""
+    said = os.environ.get(SWITCH)
+    enabled = fleet_settings(config_path).enabled
+    if said == "0":
+        return False, f"{SWITCH}=0"
+    if enabled is False:
+        return False, f"[fleet] enabled = false in {config_path}"
+    if said != "1" and enabled is not True:
+        return False, None
+    if sys.platform == "win32" or not hasattr(socket, "AF_UNIX"):
+        return False, "this platform has no Unix sockets"
+    return True, None
+
+
+def run(config_path: Path, db: Path | None = None, verbose: bool = False) -> int:
+    """Serve the host on stdio, through the fleet when it is wanted and reached; the exit code."""
+    wanted, why = choice(config_path)
+    if wanted:
+        try:
+            connection = reach(config_path, db, verbose)
+        except rendezvous.Refused as exc:
+            why = str(exc)
+        else:
+            welcome = connection.welcome
+            sys.stderr.write(
+                f"emceepee: serving through the fleet, pid {welcome.pid} (session {welcome.session}); "
+                f"its log: {starter.fleet_log()}\n"
+            )
+            sys.stderr.flush()
+            return Relay(connection.sock).run()
+    from emceepee_cli.server.app import run_stdio  # the SDK: only when serving in-process
+
+    run_stdio(config_path, verbose=verbose, db_path=db, notice=why)
+    return 0
+
+
+def reach(config_path: Path, db: Path | None, verbose: bool) -> starter.Connection:
+    """A connection to the fleet for this config and journal, welcomed; else `Refused`."""
+    config, journal = config_path.absolute(), paths.db_path(db).absolute()
+    try:
+        cwd = os.getcwd()
+    except OSError as exc:
+        raise rendezvous.Refused(f"this process's working directory is gone ({exc.strerror})") from None
+    hello = Hello(
+        version=__version__,
+        front_pid=os.getpid(),
+        cwd=cwd,
+        env=dict(os.environ),
+        config=str(config),
+        db=str(journal),
+        verbose=verbose,
+    )
+    return starter.connect_or_start(rendezvous.place(config, journal), hello)

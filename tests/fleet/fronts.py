@@ -1,0 +1,113 @@
+"""Fronts as a host starts them (`emceepee serve` with EMCEEPEE_FLEET=1), driven over their pipes,
+and the fleets of a test's emceepee home."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from emceepee_cli import paths, rendezvous
+from tests.support import HOSTILE, LineHost, until
+
+STOP_S = 20.0  # a fleet ends its sessions within ~13 s (server/app.py's bounds)
+REACHED = re.compile(r"serving through the fleet, pid (\d+) \(session (\w+)\)")
+NO_FLEET = "serving in-process (no fleet): "
+
+
+def fleet_config(path: Path, *extra: str, idle_exit: str = "0") -> Path:
+    """A config with one backend, `h` (tests/backends/hostile.py), whose fleet leaves with its last host."""
+    lines = [
+        "[fleet]",
+        f"idle_exit = {json.dumps(idle_exit)}",
+        "[servers.h]",
+        f"command = {json.dumps(sys.executable)}",
+        f"args = [{json.dumps(str(HOSTILE))}]",
+        *extra,
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def place_of(config: Path) -> rendezvous.Place:
+    """Where the fleet of this config (and this home's journal) lives, as a front works it out."""
+    return rendezvous.place(config.absolute(), paths.db_path().absolute())
+
+
+def fleets_of(home: Path) -> list[int]:
+    """The pids of the fleets living under this emceepee home."""
+    found = []
+    for lock in (home / "run").glob("*.live.lock"):
+        where = rendezvous.Place(lock.parent, lock.name.removesuffix(".live.lock"))
+        pid = rendezvous.live_pid(where)
+        if pid is not None:
+            found.append(pid)
+    return found
+
+
+@dataclass
+class Front:
+    """One front process and a host on its pipes; what it says on stderr is in a file."""
+
+    host: LineHost
+    process: anyio.abc.Process
+    stderr: Path
+
+    @property
+    def said(self) -> str:
+        return self.stderr.read_text()
+
+    async def reached(self) -> tuple[int, str]:
+        """The fleet pid and session it says it reached (the caller bounds the wait)."""
+        await until(lambda: REACHED.search(self.said) is not None)
+        found = REACHED.search(self.said)
+        assert found is not None
+        return int(found.group(1)), found.group(2)
+
+    async def call(self, tool: str, **args: Any) -> str:
+        """A tool of backend `h`, called through execute_tool; its text (an error fails the test)."""
+        result = await self.host.tool("execute_tool", {"server": "h", "tool": tool, "args": args})
+        assert not result.get("isError"), result
+        return str(result["content"][0]["text"])
+
+
+@asynccontextmanager
+async def front(
+    config: Path,
+    stderr: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    prefix: Sequence[str] = (),
+    python_flags: Sequence[str] = (),
+    fleet: str | None = "1",
+    initialized: bool = True,
+) -> AsyncIterator[Front]:
+    """A front (`serve` with EMCEEPEE_FLEET=`fleet`) with a host on its pipes, initialized unless
+    the test does it; at the end its stdin is closed and it is waited for (the caller bounds the wait)."""
+    environ = {**os.environ, **(env or {})}
+    if fleet is not None:
+        environ["EMCEEPEE_FLEET"] = fleet
+    argv = [*prefix, sys.executable, *python_flags, "-m", "emceepee_cli", "serve", "--config", str(config)]
+    with stderr.open("wb") as err:
+        process = await anyio.open_process(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=environ, cwd=cwd
+        )
+    async with process, anyio.create_task_group() as tg:
+        host = LineHost(process)
+        tg.start_soon(host.read)
+        if initialized:
+            await host.initialize()
+        yield Front(host, process, stderr)
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        await process.wait()
