@@ -7,6 +7,7 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -202,6 +203,13 @@ async def raw_serving(
             if process.returncode is None:
                 process.kill()
             await process.aclose()
+
+
+def interruptible() -> None:
+    """A child's `preexec_fn`: SIGINT as a terminal's Ctrl-C delivers it, even when this process
+    ignores it (a shell's background job, as a CI runner may start the suite, ignores SIGINT and
+    SIGQUIT, and a child inherits that), so a test's Ctrl-C reaches the command it runs."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,9 @@ its JSON-RPC id, and the backend's dispatcher (backends/dispatcher.py) fails tha
 `Unauthorized` it is given (`take`), not the SDK's stand-in. The backend hears of the refusal at
 once (`on_refused`): it stops, and is not restarted, for the same credentials would be refused
 again (backends/backend.py); it stays failed until its config table changes (a running serve then
-restarts it) or serve starts again.
+restarts it) or serve starts again. A backend that signs in (signin/) is watched through the
+sign-in instead (`SignedIn.on_final`: only the final answer, after any sign-in), and there a 403
+fails only that request: the account lacks one permission, and the rest still works.
 
 What is said names the challenge's scheme, realm, error and scope (the server's
 `WWW-Authenticate`) and the names of the headers emceepee sent, never a header's value: a part of
@@ -92,6 +94,8 @@ class Refusals:
         request_id = _request_id(response.request)
         if request_id is not None:
             self.refused[coerce_request_id(request_id)] = refusal
+        if signed_in and response.status_code == 403 and request_id is not None:
+            return  # the account may not do this one thing (after a step-up): the rest still works
         self.on_refused(refusal)
 
     def take(self, request_id: RequestId | None) -> Unauthorized | None:

@@ -209,7 +209,9 @@ class Authority:
         if self.options.deny:
             raise OAuthError("access_denied", "the person said no")
         code = secrets.token_urlsafe(24)
-        grant = Grant(client.client_id, tuple(asked.get("scope", "").split()), resource)
+        withheld = self.options.withhold
+        granted = tuple(scope for scope in asked.get("scope", "").split() if scope != withheld)
+        grant = Grant(client.client_id, granted, resource)
         self.codes[code] = Code(grant, asked["redirect_uri"], asked["code_challenge"])
         return code
 
@@ -449,6 +451,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--refuse-refresh", action="store_true", help="refresh grants get invalid_grant")
     parser.add_argument("--step-up", default=None, metavar="SCOPE", help="whoami needs this scope")
     parser.add_argument("--scopes-supported", default=None, help='e.g. "a b offline_access"')
+    parser.add_argument("--withhold", default=None, metavar="SCOPE", help="never granted, even if asked")
     parser.add_argument("--claim-resource", default=None, metavar="URL", help="the metadata's resource")
     parser.add_argument("--revoke-after", type=int, default=None, metavar="N", help="MCP POSTs per token")
     return parser.parse_args(argv)

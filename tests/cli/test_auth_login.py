@@ -23,7 +23,7 @@ import pytest
 
 from emceepee_cli.signin.store import file_for
 from tests.signin.parts import Mock, browser, opened, running, sign_in_log
-from tests.support import ROOT, run_cli, write_config
+from tests.support import ROOT, interruptible, run_cli, write_config
 
 
 @pytest.fixture
@@ -140,6 +140,7 @@ def test_ctrl_c_gives_up_the_sign_in(tmp_path: Path, config: Path) -> None:
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         env=env_with(tmp_path),
+        preexec_fn=interruptible,  # the test's Ctrl-C must reach it
     ) as login:
         assert login.stderr is not None
         said = b""

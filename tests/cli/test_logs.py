@@ -16,7 +16,7 @@ from emceepee_cli.ids import new_id
 from emceepee_cli.store.journal import Journal
 from emceepee_cli.store.records import OwnedEvent
 from tests.cli.clirun import cli
-from tests.support import hostile_table, write_config
+from tests.support import hostile_table, interruptible, write_config
 
 DEADLINE_S = 20.0
 WRITE_EVENT = """
@@ -34,7 +34,10 @@ class Follower:
 
     def __init__(self, *args: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "emceepee_cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            [sys.executable, "-m", "emceepee_cli", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=interruptible,  # the test's Ctrl-C (stop) must reach it
         )
         self.buffer = b""
 

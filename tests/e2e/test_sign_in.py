@@ -280,3 +280,19 @@ async def test_a_legacy_sse_backend_signs_in_the_same_way(tmp_path: Path) -> Non
         authorize = next(e["params"] for e in sign_in_log(mock) if e["endpoint"] == "authorize")
     assert texts(echo) == ["over sse"] and authorize["resource"] == f"{mock.base}/sse"
     assert len(opened(tmp_path)) == 1
+
+
+async def test_a_scope_the_account_is_not_granted_fails_that_call_only(tmp_path: Path) -> None:
+    with running("--scopes-supported", "read", "--step-up", "admin", "--withhold", "admin") as mock:
+        async with serving(config(tmp_path, mock), env=browser(tmp_path)) as client:
+            with anyio.fail_after(60):
+                await warm_up(client)
+                await until_status(client, "tracker", "ready")
+                whoami = await client.call_tool("execute_tool", call("whoami"))
+                echo = await client.call_tool("execute_tool", call("echo", {"text": "still here"}))
+                row = await status_of(client, "tracker")
+    assert whoami.is_error
+    said = " ".join(texts(whoami))
+    assert "HTTP 403" in said and "insufficient_scope" in said and "permission" in said
+    assert texts(echo) == ["still here"] and row["status"] == "ready"
+    assert len(opened(tmp_path)) == 2  # signed in, then asked once more for the scope: not again and again
