@@ -20,7 +20,7 @@ from emceepee_cli.backends.authorization import Unauthorized
 from emceepee_cli.backends.start_limit import StartSlots
 from emceepee_cli.errors import BackendUnavailable
 from emceepee_cli.signin.flow import Patience, Person
-from emceepee_cli.signin.store import file_for
+from emceepee_cli.signin.store import file_for, holds_tokens
 
 
 class Listened(Protocol):
@@ -102,11 +102,12 @@ class BackendSignIn:
         )
 
     def signed_in_elsewhere(self) -> bool:
-        """Its sign-in failed, and its token file changed since (someone signed in)."""
+        """Its sign-in failed, and its token file changed since and holds tokens (someone signed in;
+        not a sign-in that only began, which drops the old tokens first)."""
         if self._failed_on is None:
             return False
         now = _signature(file_for(self.backend.name))
-        return now != self._failed_on and now != (0, 0)
+        return now not in (self._failed_on, (0, 0)) and holds_tokens(self.backend.name)
 
     def unavailable(self) -> BackendUnavailable | None:
         """What a call to the backend is told while the person is asked to sign in."""

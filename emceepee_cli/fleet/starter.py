@@ -152,6 +152,17 @@ def _exchange(sock: socket.socket, where: Place, hello: Hello) -> bytes | None:
     return raw
 
 
+def _same_package(env: dict[str, str]) -> dict[str, str]:
+    """`env` with this package's folder first on PYTHONPATH: `python -m emceepee_cli` in the
+    fleet (started in /) runs the code this front runs, whose place its socket's name carries
+    (a checkout beside an installed copy would otherwise start the installed one, elsewhere)."""
+    here = str(rendezvous.PACKAGE.parent)
+    return {
+        **env,
+        "PYTHONPATH": os.pathsep.join([here, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]),
+    }
+
+
 def start(where: Place, hello: Hello) -> int | None:
     """Start a fleet (the caller holds the start lock) and wait for it to listen: its pid, or None
     when it ended before (another fleet took the live lock, or it failed: its log says)."""
@@ -170,7 +181,7 @@ def start(where: Place, hello: Hello) -> int | None:
             stdout=log,
             stderr=log,
             pass_fds=(write_end,),
-            env=fleet_env(os.environ),
+            env=_same_package(fleet_env(os.environ)),
             cwd="/",
             start_new_session=True,
         )

@@ -12,9 +12,11 @@ goes on waiting for the redirect. Events say when a sign-in is needed and how it
 from __future__ import annotations
 
 import json
+import logging
 
 import anyio
 
+from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.events import Events
 from emceepee_cli.ids import new_id
 from emceepee_cli.questions.questions import Question, Questions
@@ -22,6 +24,8 @@ from emceepee_cli.signin.flow import authorization_target, open_browser
 from emceepee_cli.store.records import Kind
 
 CORRELATION = "sign_in"
+
+logger = logging.getLogger(__name__)
 
 
 class SignInQuestions:
@@ -71,9 +75,17 @@ class SignInQuestions:
         answer = json.loads(row["answer"] or "{}")
         if row["status"] == "accepted" and answer.get("action", "accept") == "accept":
             await anyio.sleep_forever()  # the link was opened: the redirect settles it
+        if row["status"] == "expired":
+            return f"its question {question.request_id} expired before anyone signed in"
         return f"its question {question.request_id} was {row['status']}"
 
     async def done(self, server: str, signed_in: bool) -> None:
+        try:
+            await self._done(server, signed_in)
+        except EmceepeeError as exc:  # the journal: the sign-in's own outcome stands
+            logger.warning("backend %s: the sign-in question could not be settled: %s", server, exc.message)
+
+    async def _done(self, server: str, signed_in: bool) -> None:
         question = self.asked.pop(server, None)
         if question is not None and not question.answered.is_set():
             if signed_in:

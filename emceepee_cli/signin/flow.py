@@ -215,7 +215,7 @@ class Handlers:
             why = await self.person.declined(self.server)
             outcome.append(
                 SignInError(
-                    f"The sign-in to '{self.server}' was declined ({why}).",
+                    f"The sign-in to '{self.server}' ended without signing in: {why}.",
                     hint=f"Run `emceepee auth login {self.server}` to sign in from a terminal.",
                 )
             )

@@ -56,8 +56,9 @@ class Loopback:
     async def open(cls, server: str, authorization_url: str) -> Loopback:
         """Listen where `authorization_url`'s redirect_uri points, for its `state`."""
         query = parse_qs(urlsplit(authorization_url).query)
-        state = (query.get("state") or [""])[0]
-        target = urlsplit((query.get("redirect_uri") or [""])[0])
+        # The last of each: the SDK appends its own after whatever the server's endpoint carries.
+        state = (query.get("state") or [""])[-1]
+        target = urlsplit((query.get("redirect_uri") or [""])[-1])
         if not state or target.hostname != HOST or target.port is None or target.path != PATH:
             raise SignInError(f"The sign-in to '{server}' has no loopback redirect emceepee can receive.")
         try:

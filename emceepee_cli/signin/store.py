@@ -230,6 +230,12 @@ def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def holds_tokens(server: str) -> bool:
+    """Whether `server`'s token file holds an access token (for whichever URL)."""
+    tokens = _load(file_for(server)).get("tokens")
+    return isinstance(tokens, dict) and isinstance(tokens.get("access_token"), str)
+
+
 def stored_servers() -> list[str]:
     """The servers with a token file (by file stem; a digest for an unusual name)."""
     try:

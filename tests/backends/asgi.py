@@ -34,3 +34,10 @@ def replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return again
+
+
+async def answer(send: Send, status: int, headers: dict[str, str], body: bytes) -> None:
+    """A whole response: its status, headers and body."""
+    raw = [(k.encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})

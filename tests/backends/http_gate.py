@@ -32,7 +32,7 @@ import uvicorn
 from mcp.server import Server, ServerRequestContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repo's root
-from tests.backends.asgi import App, Receive, Scope, Send, read_body, replay
+from tests.backends.asgi import App, Receive, Scope, Send, answer, read_body, replay
 
 ECHO = types.Tool(
     name="echo",
@@ -66,7 +66,7 @@ class Gate:
             await self.inner(scope, receive, send)  # the lifespan of the MCP server's session manager
             return
         if scope["path"] == "/counts":
-            await _answer(send, 200, {"content-type": "application/json"}, json.dumps(self.counts).encode())
+            await answer(send, 200, {"content-type": "application/json"}, json.dumps(self.counts).encode())
             return
         body = await read_body(receive) if scope["method"] == "POST" else b""
         method = _method(body) or scope["method"]
@@ -88,7 +88,7 @@ class Gate:
             request_id = _id(body)
             error = {"code": -32001, "message": "no entry for this token"}
             text = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
-        await _answer(send, self.options.status, headers, text)
+        await answer(send, self.options.status, headers, text)
 
 
 def _method(body: bytes) -> str | None:
@@ -105,12 +105,6 @@ def _id(body: bytes) -> Any:
     except ValueError:
         return None
     return message.get("id") if isinstance(message, dict) else None
-
-
-async def _answer(send: Send, status: int, headers: dict[str, str], body: bytes) -> None:
-    raw = [(k.encode(), v.encode()) for k, v in headers.items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
 
 
 async def main() -> None:

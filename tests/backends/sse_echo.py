@@ -29,7 +29,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.sse import SseServerTransport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repo's root
-from tests.backends.asgi import Receive, Scope, Send, read_body, replay
+from tests.backends.asgi import Receive, Scope, Send, answer, read_body, replay
 
 TOOLS = [
     types.Tool(
@@ -76,7 +76,7 @@ class SseApp:
             return
         path, method = scope["path"], scope["method"]
         if path == "/counts":
-            await _answer(send, 200, {"content-type": "application/json"}, json.dumps(self.counts).encode())
+            await answer(send, 200, {"content-type": "application/json"}, json.dumps(self.counts).encode())
             return
         body = await read_body(receive) if method == "POST" else b""
         self.counts[f"{path} {_method(body) or method}"] += 1
@@ -85,13 +85,13 @@ class SseApp:
         if self.options.status and self.denying:
             headers = {"content-type": "text/plain"}
             headers |= {"www-authenticate": self.options.challenge} if self.options.challenge else {}
-            await _answer(send, self.options.status, headers, b"no entry")
+            await answer(send, self.options.status, headers, b"no entry")
         elif path == "/sse" and method == "GET":
             await self.stream(scope, receive, send)
         elif path.startswith("/messages/"):
             await self.transport.handle_post_message(scope, receive, send)
         else:
-            await _answer(send, 404, {"content-type": "text/plain"}, b"not found")
+            await answer(send, 404, {"content-type": "text/plain"}, b"not found")
 
     async def stream(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.options.mute:  # headers of an event stream, then nothing: no endpoint is ever named
@@ -120,12 +120,6 @@ async def _lifespan(receive: Receive, send: Send) -> None:
         await send({"type": f"lifespan.{kind}.complete"})
         if kind == "shutdown":
             return
-
-
-async def _answer(send: Send, status: int, headers: dict[str, str], body: bytes) -> None:
-    raw = [(k.encode(), v.encode()) for k, v in headers.items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
 
 
 async def main() -> None:
