@@ -60,8 +60,10 @@ async def status_of(client: Client, server: str) -> dict[str, Any]:
 
 
 async def until_status(client: Client, server: str, *wanted: str) -> dict[str, Any]:
-    while (row := await status_of(client, server))["status"] not in wanted:  # noqa: ASYNC110 - serve's state
-        await anyio.sleep(0.05)
+    """The server's row once it is in one of the `wanted` states: between looks, serve's events
+    (a backend connecting or failing is one) wake the wait."""
+    while (row := await status_of(client, server))["status"] not in wanted:
+        await client.call_tool("await_activity", {"timeout_ms": 1000})
     return row
 
 

@@ -43,7 +43,7 @@ ANSWER = "test"  # what the scenarios' test-tool says
 SECRET_VAR = "CF_CLIENT_SECRET"
 CIMD_URL = "https://conformance-test.local/client-metadata.json"  # the id auth/basic-cimd expects
 ENVELOPE = ("events_since_last_response", "pending_client_action")
-POLL_S = 0.2  # between looks at a backend another process is signing in
+ACTIVITY_MS = 1000  # await_activity's wait for a backend still starting or signing in
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ class Host:
                 self.say(f"{SERVER} is {last}: {json.dumps(group)[:300]}")
             if last == "failed":
                 raise DriverError(f"emceepee reports {SERVER} failed: {json.dumps(group)}")
-            await anyio.sleep(POLL_S)
+            await self.tool("await_activity", {"timeout_ms": ACTIVITY_MS})  # until serve says more
 
     async def call_meta(self, timeout_ms: int) -> Any:
         args = {"server": SERVER, "tool": TOOL, "args": {}, "timeout_ms": timeout_ms}
