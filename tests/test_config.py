@@ -437,7 +437,7 @@ def test_an_unknown_field_with_no_close_match_lists_the_known_ones() -> None:
     known = (
         "command, args, env, cwd, url, headers, enabled, protocol, elicitation, sampling, pass_env, "
         "follow_next_tool, max_chain_depth, auto_resume, auto_resume_limit, auto_resume_interval_ms, "
-        "confirm_destructive, tools, confirm, approval_by, roots, expose, transport, oauth"
+        "confirm_destructive, tools, confirm, approval_by, roots, expose, transport, oauth, per_host"
     )
     assert problem.endswith(f"unknown field; known: {known}")
 

@@ -266,6 +266,7 @@ def parse_server(name: str, raw: object) -> tuple[ServerSpec | None, list[Config
         expose=r.choice("expose", EXPOSES),
         remote_transport=_transport(r),
         oauth=_oauth(r),
+        per_host=r.boolean("per_host", False),
     )
     _check_shape(table, r)
     _check_remote(table, r)

@@ -85,6 +85,7 @@ class ServerSpec:
     expose: Expose | None = None  # else [defaults] expose
     remote_transport: RemoteTransport = "http"  # the `transport` key: how a `url` is reached
     oauth: OAuthSpec | None = None  # how to sign in to a `url` backend (None: the defaults)
+    per_host: bool = False  # in the fleet: never shared between hosts (it keeps one session's state)
 
     @property
     def transport(self) -> Literal["stdio", "http", "sse"]:

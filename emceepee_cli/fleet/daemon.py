@@ -17,9 +17,13 @@ the front that started this fleet holds it → write `ready PID` to that front's
 - on SIGTERM or SIGINT: remove the socket, end every session (as `serve` ends on them: bounded),
   and exit. SIGHUP changes nothing: each session follows the config file itself.
 
-For now each session is whole on its own, as a `serve` is: its own journal connection and instance
-row, backends, watcher and config follower. Sharing backends between hosts, routing questions,
-events, levels and subscriptions per host, and recovering from the fleet's own death are to come.
+The backends are the fleet's (session/pool.py): a host's session attaches to the instance of each
+of its servers that a session with the same process (session/sharing.py) started, or starts one,
+warm for `[fleet] idle_exit` once no session uses it. They are journaled under the fleet's own
+instance row, which lives as long as they do, and what they start stays below the fleet (a child
+subreaper, as `serve` is): at the fleet's exit they are stopped and swept. Each session keeps its
+own journal connection and instance row (its id is the session id), calls, questions, events,
+watcher and config follower.
 stdout and stderr are the fleet's log file, which the front opened (fleet/starter.py).
 """
 
@@ -30,20 +34,25 @@ import logging
 import os
 import signal
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import anyio.abc
 
-from emceepee_cli import __version__, rendezvous
+from emceepee_cli import __version__, processes, rendezvous
+from emceepee_cli.backends.descendants import Descendants
 from emceepee_cli.backends.launch import Launch
 from emceepee_cli.config.load import fleet_settings
+from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.fleet.hello import HELLO_MAX_BYTES, Hello, Welcome, refusal_line, welcome_line
 from emceepee_cli.ids import new_id
 from emceepee_cli.rendezvous import Place, Refused
+from emceepee_cli.runtime import Runtime
 from emceepee_cli.server import stdio_fds
 from emceepee_cli.server.app import (
     SHUTDOWN_GRACE_S,
+    SWEEP_BOUND_S,
     build_server,
     dispatch,
     load_or_report,
@@ -54,6 +63,10 @@ from emceepee_cli.server.app import (
 )
 from emceepee_cli.server.fastlane import FastLane
 from emceepee_cli.server.stdio import host_streams
+from emceepee_cli.session.backend_sink import ProcessBook
+from emceepee_cli.session.pool import Pool
+from emceepee_cli.store.aio import AsyncJournal
+from emceepee_cli.store.journal import Journal
 
 log = logging.getLogger("emceepee.fleet")
 
@@ -80,6 +93,7 @@ def run_fleet(config_path: Path, db_path: Path, ready_fd: int | None = None, ver
     fleet = Fleet(where, listener, config_path, db_path, fleet_settings(config_path).idle_exit_s)
     fleet.log_dir = logs_folder()
     prepare_process()
+    processes.become_subreaper()  # what a backend starts and orphans stays below the fleet
     if ready_fd is not None:
         with contextlib.suppress(OSError):
             os.write(ready_fd, f"ready {os.getpid()}\n".encode())
@@ -126,17 +140,49 @@ class Fleet:
         self.connections = 0
         self._changed = anyio.Event()
         self._start_lock: int | None = None  # taken at the idle exit, kept until the process ends
+        self.instance_id = new_id()  # the fleet's own row in the journal: its backends' processes
+        self.pool: Pool | None = None  # the backends, shared by the sessions (session/pool.py)
+        self._parts: _FleetParts | None = None
 
     def __repr__(self) -> str:
         return f"<Fleet {os.getpid()} connections={self.connections} {self.where.sock}>"
 
     async def serve(self) -> None:
-        """Accept hosts until the idle exit or a signal."""
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._signals, tg.cancel_scope)
-            tg.start_soon(self._idle_exit, tg.cancel_scope)
-            await self._accept(tg)
-        self.listener.close()
+        """Accept hosts until the idle exit or a signal; then stop the backends."""
+        journal = AsyncJournal(await anyio.to_thread.run_sync(Journal.for_serve, self.db))
+        try:
+            await journal.run(journal.sync.instances.register, self.instance_id)
+        except EmceepeeError as exc:  # its backends run all the same; unjournaled, as serve's would
+            log.error("journal: %s", exc)
+        async with anyio.create_task_group() as backends:
+            runtime = Runtime(backends)
+            descendants = Descendants(journal, runtime, self.instance_id)
+            book = ProcessBook(journal, runtime, self.instance_id, descendants)
+            linger = self.idle_exit_s
+            self.pool = Pool(runtime, book, self.log_dir, linger)
+            self._parts = _FleetParts(journal, descendants)
+            runtime.spawn(descendants.run, name="descendants watcher")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._signals, tg.cancel_scope)
+                tg.start_soon(self._idle_exit, tg.cancel_scope)
+                await self._accept(tg)
+            self.listener.close()
+            await self._leave()
+            backends.cancel_scope.cancel()
+
+    async def _leave(self) -> None:
+        """Stop every backend, and what they left below the fleet; record that the fleet stopped.
+        Bounded and shielded: called once every session has ended (or been given up on)."""
+        parts, self._parts = self._parts, None
+        if parts is None or self.pool is None:
+            return
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(SHUTDOWN_GRACE_S):
+                await self.pool.stop_all()
+            parts.descendants.stop()
+            with anyio.move_on_after(SWEEP_BOUND_S):
+                await parts.descendants.sweep()
+            await parts.journal.shutdown(self.instance_id)
 
     async def _accept(self, tg: anyio.abc.TaskGroup) -> None:
         while True:
@@ -211,7 +257,14 @@ class Fleet:
             log.warning("host session %s: config: %s", session, problem)
         lane = FastLane(dispatch)
         server = build_server(
-            config, self.log_dir, db_path=self.db, follow_config=True, fast_lane=lane, launch=launch
+            config,
+            self.log_dir,
+            db_path=self.db,
+            follow_config=True,
+            fast_lane=lane,
+            launch=launch,
+            pool=self.pool,
+            instance_id=session,
         )
         fd = conn.fileno()
         try:
@@ -271,8 +324,17 @@ class Fleet:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE_S):
                     while self.connections:
                         await self._changed.wait()
+                await self._leave()
                 logging.shutdown()
                 os._exit(0)
+
+
+@dataclass(frozen=True)
+class _FleetParts:
+    """What the fleet itself holds beside its pool: its journal, and what its backends start."""
+
+    journal: AsyncJournal
+    descendants: Descendants
 
 
 async def _hello_line(conn: socket.socket) -> bytes:

@@ -110,9 +110,11 @@ class Questions:
         approval: dict[str, Any] | None = None,
         could_ask: frozenset[str] = frozenset(),
         announce: bool = True,
+        forward_why_not: str | None = None,
     ) -> Question:
         """Journal a backend's question, then forward it to the host or park it; `announce=False`
-        leaves telling the waiters to the caller (`announce`), who asks several at once."""
+        leaves telling the waiters to the caller (`announce`), who asks several at once;
+        `forward_why_not`: parked whatever the host could do, for this reason."""
         row = self._row(server, kind, params, task_id, correlation, input_key, round_)
         question = Question(row, blocks_call=blocks_call, could_ask=could_ask)
         if purpose is not None:  # emceepee's own question (an approval): what it is about, beside it
@@ -135,7 +137,7 @@ class Questions:
             server,
             {"request_id": question.request_id, "kind": kind, "task_id": task_id, "correlation": correlation},
         )
-        if self._should_forward(server, kind, params, approval):
+        if self._should_forward(server, kind, params, approval, forward_why_not):
             question.forwarding = True
             self.runtime.spawn(self._forward, question, name=f"forward {question.request_id}")
         elif blocks_call and announce:
@@ -208,9 +210,14 @@ class Questions:
     # ---- forwarding to the host ---------------------------------------------------------------
 
     def _should_forward(
-        self, server: str, kind: str, params: dict[str, Any], approval: dict[str, Any] | None = None
+        self,
+        server: str,
+        kind: str,
+        params: dict[str, Any],
+        approval: dict[str, Any] | None = None,
+        why: str | None = None,
     ) -> bool:
-        why = self.host.why_not(self.policy(server, kind), kind, params)
+        why = why or self.host.why_not(self.policy(server, kind), kind, params)
         if why is None and not _host_may_accept(approval):
             why = "approval_by does not name the host"
         if why is not None:

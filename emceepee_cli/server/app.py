@@ -52,6 +52,7 @@ from emceepee_cli.server.native_tasks import NativeTasks, TasksServer, task_supp
 from emceepee_cli.server.resume_wire import resume_tokens
 from emceepee_cli.server.stdio import host_streams
 from emceepee_cli.session import roots_round, wiring
+from emceepee_cli.session.pool import Pool
 from emceepee_cli.session.wiring import Services
 from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.faults import serving_from_memory
@@ -78,12 +79,16 @@ def build_server(
     follow_config: bool = False,
     fast_lane: FastLane | None = None,
     launch: Launch | None = None,
+    pool: Pool | None = None,
+    instance_id: str | None = None,
 ) -> Server[Services]:
     """The low-level MCP server; its lifespan owns the journal, the services and every backend task.
 
     `follow_config`: reload the config file when it changes or on SIGHUP (server/reload.py).
     `launch`: this is one host's session in the fleet (emceepee_cli/fleet/daemon.py), whose
-    backends start in that host's environment and cwd, and which leaves SIGHUP to the fleet."""
+    backends start in that host's environment and cwd, and which leaves SIGHUP to the fleet;
+    `pool`: the fleet's backends, shared by its sessions (session/pool.py); `instance_id`: the
+    session's id in the journal (default: a new one)."""
 
     @asynccontextmanager
     async def lifespan(_: Server[Services]) -> AsyncIterator[Services]:
@@ -91,11 +96,11 @@ def build_server(
             journal = AsyncJournal(await anyio.to_thread.run_sync(Journal.for_serve, db_path))
             if journal.fault is not None:  # said once here; every reply says it too (server/envelope.py)
                 log.error("journal: %s", serving_from_memory(journal.fault))
-            instance_id = new_id()
+            session_id = instance_id or new_id()
             try:
-                inherited = await wiring.take_over(journal, instance_id)
+                inherited = await wiring.take_over(journal, session_id)
                 async with anyio.create_task_group() as tg:
-                    services = wiring.build(config, tg, journal, instance_id, log_dir, launch)
+                    services = wiring.build(config, tg, journal, session_id, log_dir, launch, pool)
                     await services.start(inherited)
                     hangup = launch is None
                     following = reload.follow(services, config.path, hangup) if follow_config else None
@@ -114,7 +119,7 @@ def build_server(
                 with anyio.CancelScope(shield=True), anyio.move_on_after(SWEEP_BOUND_S):
                     await services.descendants.sweep()  # what the backends' stops could not find
             finally:
-                await journal.shutdown(instance_id)
+                await journal.shutdown(session_id)
         finally:
             if on_closed is not None:
                 on_closed()

@@ -30,10 +30,12 @@ from emceepee_cli.questions.answers import backend_reply
 from emceepee_cli.questions.questions import Questions
 from emceepee_cli.questions.sign_in import SignInQuestions
 from emceepee_cli.redact import redact, redact_data
+from emceepee_cli.runtime import Runtime
 from emceepee_cli.session.direct import Direct
 from emceepee_cli.session.native_lists import Native
 from emceepee_cli.session.roots import Roots
 from emceepee_cli.shared import Shared
+from emceepee_cli.store.aio import AsyncJournal
 from emceepee_cli.store.records import PendingRow
 
 log = logging.getLogger(__name__)
@@ -72,7 +74,7 @@ class SessionSink:
         self.native = views.native  # the host's own lists, told what backends say
         self.roots = views.roots
         self.direct = views.direct  # backend tools on the host's own tools/list
-        self.descendants = descendants  # what the backends start, watched (backends/descendants.py)
+        self.book = ProcessBook(shared.journal, shared.runtime, shared.instance_id, descendants)
         self.sign_in = SignInQuestions(
             questions, shared.events
         )  # a remote backend's sign-in (questions/sign_in.py)
@@ -103,36 +105,37 @@ class SessionSink:
             self.native.relay_log(server, level, redact(message))
 
     def spawned(self, backend: Backend, process: transport.ProcessInfo) -> None:
-        """Journal the process, so a later emceepee can stop it should this one die without doing so;
-        and watch what it starts."""
-        if self.descendants is not None:
-            self.descendants.watch(backend.name, process)
-        if process.start_time is not None:
-            start = process.start_time
-            spawned = self.journal.sync.spawned
-            self.runtime.write(self.journal, spawned.add, self.instance_id, backend.name, process.pid, start)
+        self.book.spawned(backend.name, process)
 
     def ended(self, backend: Backend, process: transport.ProcessInfo) -> None:
-        if self.descendants is not None:
-            self.descendants.unwatch(process)
-        if process.returncode is not None:
-            self.runtime.write(self.journal, self.journal.sync.spawned.forget, self.instance_id, process.pid)
+        self.book.ended(process)
 
     async def question(
         self,
         backend: Backend,
         kind: str,
         params: types.ElicitRequestParams | types.CreateMessageRequestParams,
+        forward_why_not: str | None = None,
     ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
-        answered = await self._ask(backend, kind, params)
+        answered = await self._ask(backend, kind, params, forward_why_not)
         return answered if isinstance(answered, types.ErrorData) else backend_reply(answered)
 
-    async def _ask(self, backend: Backend, kind: str, params: BaseModel) -> PendingRow | types.ErrorData:
+    def could_ask(self, backend: Backend) -> bool:
+        """Whether a call or held request of this session is in flight on `backend` (a question it
+        asks now can be this host's)."""
+        held = self.native.rounds.asking(backend.name) if self.native is not None else []
+        return bool(held or self.tasks.askers.could_ask(backend.name, sole=False))
+
+    async def _ask(
+        self, backend: Backend, kind: str, params: BaseModel, forward_why_not: str | None
+    ) -> PendingRow | types.ErrorData:
         """A handshake-era backend asks mid-call: park (and maybe forward) it; its settled row.
 
         The question is labelled with the call that asked only when no other call can have asked
         it (calls/askers.py's `Askers.could_ask`); else it keeps the calls that can have. It is tied
-        to a host's held request instead when that is the only request in flight there."""
+        to a host's held request instead when that is the only request in flight there.
+        `forward_why_not`: it is parked, never forwarded to this host, for this reason (the
+        fleet's backend shared by several hosts, session/pool.py)."""
         could_ask = self.tasks.askers.could_ask(backend.name)
         task_id, correlation = (next(iter(could_ask)), "sole") if len(could_ask) == 1 else (None, "server")
         held = self.native.rounds.asking(backend.name) if self.native is not None else []
@@ -143,7 +146,13 @@ class SessionSink:
         dumped = params.model_dump(mode="json", exclude_none=True)
         try:
             question = await self.questions.ask(
-                backend.name, kind, dumped, task_id=task_id, correlation=correlation, could_ask=could_ask
+                backend.name,
+                kind,
+                dumped,
+                task_id=task_id,
+                correlation=correlation,
+                could_ask=could_ask,
+                forward_why_not=forward_why_not,
             )
         except EmceepeeError as exc:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=exc.message)
@@ -182,6 +191,37 @@ class SessionSink:
                 **({"error": backend.last_error} if backend.last_error else {}),
             }
             self.events.emit(kind, backend.name, data)
+
+
+class ProcessBook:
+    """The processes backends spawn: journaled under an instance that lives as long as they do (the
+    serve; the fleet, for its pooled backends), so a later emceepee can stop them should it die
+    without doing so; and what they start, watched (backends/descendants.py)."""
+
+    def __init__(
+        self, journal: AsyncJournal, runtime: Runtime, instance_id: str, descendants: Descendants | None
+    ) -> None:
+        self.journal = journal
+        self.runtime = runtime
+        self.instance_id = instance_id
+        self.descendants = descendants
+
+    def __repr__(self) -> str:
+        return f"<ProcessBook {self.instance_id}>"
+
+    def spawned(self, server: str, process: transport.ProcessInfo) -> None:
+        if self.descendants is not None:
+            self.descendants.watch(server, process)
+        if process.start_time is not None:
+            start = process.start_time
+            spawned = self.journal.sync.spawned
+            self.runtime.write(self.journal, spawned.add, self.instance_id, server, process.pid, start)
+
+    def ended(self, process: transport.ProcessInfo) -> None:
+        if self.descendants is not None:
+            self.descendants.unwatch(process)
+        if process.returncode is not None:
+            self.runtime.write(self.journal, self.journal.sync.spawned.forget, self.instance_id, process.pid)
 
 
 _SERVER_EVENTS: dict[tuple[Status | None, Status], str] = {

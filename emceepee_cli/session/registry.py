@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -29,6 +30,10 @@ from emceepee_cli.config.reload import Plan
 from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.session.direct import Direct
+
+if TYPE_CHECKING:
+    from emceepee_cli.session.backend_sink import SessionSink
+    from emceepee_cli.session.pool import Pool
 
 READY_WAIT_S = 10.0  # a request (not a tool call) to a backend that is still starting waits this long
 STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
@@ -63,8 +68,12 @@ class Registry:
         direct: Direct | None = None,
         log_dir: Path | None = None,
         launch: Launch | None = None,
+        pool: tuple[Pool, SessionSink] | None = None,
     ) -> None:
         self.config = config
+        # In the fleet: the backends come from its pool (session/pool.py), shared with other hosts'
+        # sessions, with this session's sink as the user; in-process each is this registry's own.
+        self.pool = pool
         self.launch = launch  # the host's environment and cwd, in the fleet (backends/launch.py)
         self.runtime = runtime
         self.sink = sink  # what every backend reports to (session/backend_sink.py)
@@ -108,6 +117,10 @@ class Registry:
         self.tables[spec.name] = spec
         if self.config.defaults.pass_env:  # every backend's, then its own
             spec = replace(spec, pass_env=(*self.config.defaults.pass_env, *spec.pass_env))
+        if self.pool is not None:
+            pool, user = self.pool
+            backend = self.backends[spec.name] = pool.acquire(spec, self.launch, user)
+            return backend
         logs = LogFolder(self.log_dir, self.config.defaults.log_backups) if self.log_dir else None
         backend = Backend(spec, self.sink, logs, self.starts, self.launch)
         self.backends[spec.name] = backend
@@ -115,9 +128,13 @@ class Registry:
         return backend
 
     def stop_all(self) -> None:
+        """Stop every backend (in the fleet: leave each, to the other sessions or warm for a while)."""
         self._following.cancel()
         for backend in self.backends.values():
-            backend.stop()
+            if self.pool is not None:
+                self.pool[0].release(backend, self.pool[1], None)
+            else:
+                backend.stop()
 
     # ---- looking one up -------------------------------------------------------------------
 
@@ -210,8 +227,15 @@ class Registry:
     async def _retire(self, name: str, why: StopReason) -> Backend:
         """Stop a backend (bounded) and forget it; the calls it cuts off are told `why`."""
         backend = self.backends[name]
-        backend.stop(why)
-        await backend.wait_for(lambda s: s in (Status.STOPPED, Status.FAILED, Status.DISABLED), STOP_WAIT_S)
+        stopped = True
+        if self.pool is not None:  # the last session using it stops it
+            stopped = self.pool[0].release(backend, self.pool[1], why)
+        else:
+            backend.stop(why)
+        if stopped:
+            await backend.wait_for(
+                lambda s: s in (Status.STOPPED, Status.FAILED, Status.DISABLED), STOP_WAIT_S
+            )
         self.backends.pop(name, None)
         self.tables.pop(name, None)
         if self.direct is not None:

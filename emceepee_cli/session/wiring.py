@@ -38,6 +38,7 @@ from emceepee_cli.session.backend_sink import HostViews, SessionSink
 from emceepee_cli.session.direct import Direct
 from emceepee_cli.session.native_lists import Native
 from emceepee_cli.session.native_rounds import NativeRounds
+from emceepee_cli.session.pool import Pool
 from emceepee_cli.session.registry import Registry
 from emceepee_cli.session.roots import Roots
 from emceepee_cli.session.roots_round import RootsRound
@@ -166,9 +167,11 @@ def build(
     instance_id: str,
     log_dir: Path | None = None,
     launch: Launch | None = None,
+    pool: Pool | None = None,
 ) -> Services:
     """The parts of one host's session. `launch`: it is one of the fleet's sessions, whose backends
-    start in that host's environment and cwd (backends/launch.py), and which shares its process."""
+    start in that host's environment and cwd (backends/launch.py), and which shares its process;
+    `pool`: the fleet's backends, which its sessions share (session/pool.py)."""
     defaults = config.defaults
     backends: dict[str, Backend] = {}
     runtime = Runtime(task_group)
@@ -196,7 +199,14 @@ def build(
     views = HostViews(native=native, direct=direct, roots=roots)
     sink = SessionSink(shared, heard, questions, tasks, views=views, descendants=descendants)
     registry = Registry(
-        config, runtime, sink=sink, backends=backends, direct=direct, log_dir=log_dir, launch=launch
+        config,
+        runtime,
+        sink=sink,
+        backends=backends,
+        direct=direct,
+        log_dir=log_dir,
+        launch=launch,
+        pool=None if pool is None else (pool, sink),
     )
     return Services(
         shared=shared,

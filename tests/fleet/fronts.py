@@ -91,9 +91,11 @@ async def front(
     python_flags: Sequence[str] = (),
     fleet: str | None = "1",
     initialized: bool = True,
+    capabilities: dict[str, Any] | None = None,
 ) -> AsyncIterator[Front]:
     """A front (`serve` with EMCEEPEE_FLEET=`fleet`) with a host on its pipes, initialized unless
-    the test does it; at the end its stdin is closed and it is waited for (the caller bounds the wait)."""
+    the test does it; at the end its stdin is closed and it is waited for (the caller bounds the wait).
+    With `capabilities` the host declares them and keeps what the fleet asks it (`AskedHost`)."""
     environ = {**os.environ, **(env or {})}
     if fleet is not None:
         environ["EMCEEPEE_FLEET"] = fleet
@@ -103,7 +105,7 @@ async def front(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=environ, cwd=cwd
         )
     async with process, anyio.create_task_group() as tg:
-        host = LineHost(process)
+        host = LineHost(process) if capabilities is None else AskedHost(process, capabilities)
         tg.start_soon(host.read)
         if initialized:
             await host.initialize()
@@ -111,3 +113,44 @@ async def front(
         assert process.stdin is not None
         await process.stdin.aclose()
         await process.wait()
+
+
+class AskedHost(LineHost):
+    """A host that declares `capabilities` and keeps every request the fleet sends it (elicitation,
+    sampling), to answer when the test chooses."""
+
+    def __init__(self, process: anyio.abc.Process, capabilities: dict[str, Any]) -> None:
+        super().__init__(process)
+        self.capabilities = capabilities
+        self.asked: list[dict[str, Any]] = []
+        self._asked = anyio.Event()
+
+    async def initialize(self) -> None:
+        await self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": self.capabilities,
+                "clientInfo": {"name": "asked-host", "version": "0"},
+            },
+        )
+        await self.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _deliver(self, line: bytes) -> None:
+        if b'"method"' in line[:300]:
+            doc = json.loads(line)
+            if isinstance(doc, dict) and "id" in doc and "method" in doc:
+                self.asked.append(doc)
+                self._asked.set()
+                return
+        super()._deliver(line)
+
+    async def question(self) -> dict[str, Any]:
+        """The next request the fleet sent this host (the caller bounds the wait)."""
+        while not self.asked:
+            self._asked = anyio.Event()
+            await self._asked.wait()
+        return self.asked.pop(0)
+
+    async def answer(self, request: dict[str, Any], result: dict[str, Any]) -> None:
+        await self.write({"jsonrpc": "2.0", "id": request["id"], "result": result})
