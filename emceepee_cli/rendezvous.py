@@ -19,12 +19,21 @@ as this user (`check_peer`: SO_PEERCRED on Linux, getpeereid elsewhere). Anythin
 AF_UNIX allows (107 bytes on Linux; test folders are that long) is bound and reached through the
 folder opened here, as /proc/self/fd/N/NAME (`address`).
 
-The standard library only, besides `paths`: the front imports this, and it must stay light.
+Whether the fleet is on at all is `switch` (EMCEEPEE_FLEET, then the config's [fleet] enabled).
+Besides fronts, the command line talks to a fleet on the same socket (`control`): a first line
+`{"emceepee_control": 1, "op": "status"|"stop"|"poke", "version": …}` instead of a front's hello,
+answered with one JSON object (fleet/control.py says what each op does). It never starts a fleet:
+with none listening, `control` is None. `poke_fleets` is `emceepee answer`'s: every fleet of this
+emceepee in the runtime folder looks at the journal at once, within a bound, failures unsaid.
+
+The standard library only, besides `paths`: the front imports this, and it must stay light; the
+command line (`emceepee fleet`, `answer`, `doctor`) imports it without the MCP SDK.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import socket
@@ -36,6 +45,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from emceepee_cli import __version__, paths
 
@@ -50,6 +60,11 @@ START_LOCK_S = 20.0  # as long as a front waits for a fleet to start (fleet/star
 LIVE_LOCK_S = 0.5  # a front looking whether the fleet lives holds the live lock for microseconds
 LOCK_POLL_S = 0.01
 PACKAGE = Path(__file__).resolve().parent
+SWITCH = "EMCEEPEE_FLEET"  # "1": serve through the fleet; "0": in-process, whatever the config says
+PREFIX = "fleet-"
+CONTROL_PROTOCOL = 1  # the control line's shape; a fleet refuses another
+CONTROL_OPS = ("status", "stop", "poke")
+CONTROL_ANSWER_MAX_BYTES = 1024 * 1024
 
 
 class Refused(Exception):
@@ -83,8 +98,41 @@ def place(config: Path, db: Path) -> Place:
     # Only to tell places apart (a fleet also checks the files a hello names): zlib is loaded by now,
     # where hashlib would load OpenSSL into the front, 3.5 MB of it.
     key = f"{zlib.crc32(text):08x}{zlib.adler32(text):08x}"
-    version = re.sub(r"[^A-Za-z0-9.]", "_", __version__)
-    return Place(paths.runtime_dir(), f"fleet-{version}-{key}")
+    return Place(paths.runtime_dir(), f"{PREFIX}{version_tag(__version__)}-{key}")
+
+
+def version_tag(version: str) -> str:
+    """A version as a socket's name carries it."""
+    return re.sub(r"[^A-Za-z0-9.]", "_", version)
+
+
+def version_of(where: Place) -> str:
+    """The emceepee version (as its name carries it) of the fleet of a place."""
+    return where.name.removeprefix(PREFIX).rpartition("-")[0]
+
+
+def places(folder: Path) -> list[Place]:
+    """The places of every fleet socket in `folder`, of any version, by name; [] when it is missing."""
+    try:
+        found = sorted(folder.glob(f"{PREFIX}*.sock"))
+    except OSError:
+        return []
+    return [Place(folder, sock.name.removesuffix(".sock")) for sock in found]
+
+
+def switch(config_path: Path, enabled: bool | None) -> tuple[bool, str]:
+    """Whether the fleet is on for the config at `config_path`, whose [fleet] enabled is `enabled`,
+    and who said so ("": nobody, so it is off). EMCEEPEE_FLEET=0 and `enabled = false` win over a yes."""
+    said = os.environ.get(SWITCH)
+    if said == "0":
+        return False, f"{SWITCH}=0"
+    if enabled is False:
+        return False, f"[fleet] enabled = false in {config_path}"
+    if said == "1":
+        return True, f"{SWITCH}=1"
+    if enabled is True:
+        return True, f"[fleet] enabled = true in {config_path}"
+    return False, ""
 
 
 def prepare(where: Place) -> bool:
@@ -277,3 +325,81 @@ def _flock(fd: int, kind: int, wait_s: float) -> bool:
             time.sleep(LOCK_POLL_S)
         else:
             return True
+
+
+def control_line(op: str, version: str = __version__) -> bytes:
+    """The first line of a control connection (fleet/control.py reads it)."""
+    doc = {"emceepee_control": CONTROL_PROTOCOL, "op": op, "version": version}
+    return json.dumps(doc).encode() + b"\n"
+
+
+def control(where: Place, op: str, timeout_s: float) -> dict[str, Any] | None:
+    """The answer of the fleet at `where` to the control request `op`, within `timeout_s`; None when
+    no fleet listens there (or it closed without answering: it is leaving). `Refused` when the
+    socket or the peer is not this user's, the fleet refuses, answers garbage, or not in time."""
+    if not check_socket(where.sock):
+        return None
+    deadline = time.monotonic() + timeout_s
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            with address(where) as at:
+                sock.settimeout(timeout_s)
+                sock.connect(at)
+            check_peer(sock, "fleet")
+            sock.sendall(control_line(op))
+            raw = _answer_line(sock, deadline)
+        except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, BrokenPipeError):
+            return None
+        except OSError as exc:  # a timeout too
+            raise Refused(f"the fleet on {where.sock} did not answer: {exc.strerror or exc}") from None
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        doc = None
+    if not isinstance(doc, dict):
+        raise Refused(f"the fleet on {where.sock} answered what is not a JSON object")
+    answer = cast(dict[str, Any], doc)
+    if "refused" in answer:
+        raise Refused(f"the fleet on {where.sock} refused {op!r}: {answer['refused']}")
+    return answer
+
+
+def _answer_line(sock: socket.socket, deadline: float) -> bytes | None:
+    """One line from `sock` before `deadline` (`TimeoutError` after); None at EOF before a newline."""
+    seen = bytearray()
+    while b"\n" not in seen:
+        if len(seen) > CONTROL_ANSWER_MAX_BYTES:
+            raise Refused(f"the fleet's answer is longer than {CONTROL_ANSWER_MAX_BYTES} bytes")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        sock.settimeout(left)
+        chunk = sock.recv(64 * 1024)
+        if not chunk:
+            return None
+        seen += chunk
+    return bytes(seen).partition(b"\n")[0]
+
+
+def poke_fleets(budget_s: float) -> int:
+    """Have every fleet of this emceepee in the runtime folder look at the journal now (the one
+    whose host's call asked the question hears the answer at once); how many did. Bounded by
+    `budget_s` in all; never starts a fleet, and fails silently (the fleet's watcher looks anyway)."""
+    deadline = time.monotonic() + budget_s
+    mine = version_tag(__version__)
+    poked = 0
+    try:
+        check_dir(paths.runtime_dir())
+    except Refused:
+        return 0
+    for where in places(paths.runtime_dir()):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        if version_of(where) != mine:
+            continue
+        with contextlib.suppress(Refused, OSError, ValueError):
+            poked += control(where, "poke", left) is not None
+    return poked

@@ -23,7 +23,7 @@ def doctor(
     no_backends: Annotated[bool, typer.Option("--no-backends", help="Do not start the backends.")] = False,
     json: JsonOpt = False,
 ) -> None:
-    """Check the config, the journal, the install key, every backend and every host.
+    """Check the config, the journal, the install key, every backend, every host and the fleet.
 
     Each backend is started the way an MCP host starts it (the small environment a host gives
     emceepee: a short PATH, and the "env" block of emceepee's entry in the host's config), so a
@@ -49,6 +49,7 @@ def doctor(
         logs = oneshot.command_logs("emceepee doctor", loaded.defaults)
         checks += anyio.run(checks_mod.backend_checks, loaded, env, wait, config is not None, logs)
     checks += host_checks + checks_mod.serve_checks(paths.db_path(db))
+    checks += checks_mod.fleet_checks(paths.config_path(config), paths.db_path(db))
     failed = checks_mod.failed(checks)
     if json:
         render.as_json({"checks": [c.json() for c in checks], "ok": not failed})

@@ -53,7 +53,7 @@ def _count(count: int | dict[str, int]) -> str:
 
 
 def paths(config: ConfigOpt = None, db: DbOpt = None, json: JsonOpt = False) -> None:
-    """Where emceepee keeps its config, journal, logs and key."""
+    """Where emceepee keeps its config, journal, logs and key, and the fleet's runtime folder."""
     from emceepee_cli import paths as paths_mod
     from emceepee_cli.hosts.catalog import HOSTS
     from emceepee_cli.seal import KEY_FILE
@@ -64,6 +64,7 @@ def paths(config: ConfigOpt = None, db: DbOpt = None, json: JsonOpt = False) -> 
         "logs": str(paths_mod.logs_dir()),
         "key": str(paths_mod.data_dir() / KEY_FILE),
         "data": str(paths_mod.data_dir()),
+        "runtime": str(paths_mod.runtime_dir()),
     }
     if json:
         render.as_json({"paths": found, "hosts": {h.key: str(h.path()) for h in HOSTS.values()}})

@@ -46,7 +46,7 @@ COMMANDS: dict[str, Lazy] = {
     ),
     "doctor": Lazy(
         "emceepee_cli.cli.doctor:doctor",
-        "Check the config, the journal, the install key, every backend and every host.",
+        "Check the config, the journal, the install key, every backend, every host and the fleet.",
     ),
     "servers": Lazy(
         "emceepee_cli.cli.servers:app", "List, add, remove, enable and disable backend servers in the config."
@@ -73,12 +73,13 @@ COMMANDS: dict[str, Lazy] = {
     "events": Lazy("emceepee_cli.cli.logs:events", "Show (or follow) the journal's events."),
     "journal": Lazy("emceepee_cli.cli.journal:app", "The journal: its health, counts and size."),
     "paths": Lazy(
-        "emceepee_cli.cli.journal:paths", "Where emceepee keeps its config, journal, logs and key."
+        "emceepee_cli.cli.journal:paths",
+        "Where emceepee keeps its config, journal, logs and key, and the fleet's runtime folder.",
     ),
     "demo": Lazy("emceepee_cli.cli.demo:demo", "Watch emceepee work on its example backends."),
     "fleet": Lazy(
         "emceepee_cli.cli.fleet:app",
-        "Experimental: the per-user process serve relays to with EMCEEPEE_FLEET=1.",
+        "The per-user process every host's serve relays to when the fleet is on: its status, or stop it.",
     ),
 }
 

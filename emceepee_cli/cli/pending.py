@@ -4,9 +4,10 @@ A question (an elicitation or a sampling request) is a `pending` row in the jour
 shows it, checks that someone can still deliver an answer (`questions.answers.who_delivers`), builds
 the answer (from a flag, or by asking at the terminal: `form.py`) and records it with
 `questions.answers.answer_question`, as every other answerer does — the first writer wins. The `serve`
-process that asked notices within a moment and passes the answer to the backend. When that process
-is gone nobody can, so nothing is written; the one exception is a resumable 2026-07-28 call, which
-the next `serve` adopts and re-drives.
+process that asked notices within a moment and passes the answer to the backend; the fleets of this
+emceepee (serving hosts when the fleet is on) are told to look at once (`rendezvous.poke_fleets`).
+When that process is gone nobody can, so nothing is written; the one exception is a resumable
+2026-07-28 call, which the next `serve` adopts and re-drives.
 
 The journal and the serve parts are imported when a command runs, not when the CLI starts.
 """
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["answer", "ask_form", "ask_text", "content_text", "pending"]
 
 LISTING = "See them with: emceepee pending"
+POKE_S = 1.0  # at most this long telling the fleets an answer is there; their watcher looks anyway
 # The flags each shape of question takes, and how to say so.
 ALLOWED = {
     "form": {"--content", "--decline", "--cancel"},
@@ -130,6 +132,9 @@ def answer(
             check_not_under_serve(journal, row)
     delivery = who_delivers(journal, row)
     settled = answer_question(journal, row["request_id"], build_reply(row, given), by="cli")
+    from emceepee_cli import rendezvous
+
+    rendezvous.poke_fleets(POKE_S)
     if json:
         render.as_json({"answered": question_json(settled), "delivery": delivery})
         return

@@ -14,8 +14,12 @@ the front that started this fleet holds it → write `ready PID` to that front's
   first one): take the start lock (held: a front is starting a fleet, so wait a little more),
   remove the socket, close what connected meanwhile (its front starts a new fleet), and exit,
   keeping the start lock until then so no front starts one meanwhile;
-- on SIGTERM or SIGINT: remove the socket, end every session (as `serve` ends on them: bounded),
-  and exit. SIGHUP changes nothing: each session follows the config file itself.
+- on SIGTERM or SIGINT, or `emceepee fleet stop`: remove the socket, end every session (as `serve`
+  ends on them: bounded), and exit. SIGHUP changes nothing: each session follows the config file
+  itself.
+
+A connection whose first line is a control request instead of a hello (`emceepee fleet status`,
+`fleet stop`, and `answer`'s poke) is answered and closed: fleet/control.py.
 
 The backends are the fleet's (session/pool.py): a host's session attaches to the instance of each
 of its servers that a session with the same process (session/sharing.py) started, or starts one,
@@ -34,8 +38,10 @@ import logging
 import os
 import signal
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -43,8 +49,11 @@ import anyio.abc
 from emceepee_cli import __version__, processes, rendezvous
 from emceepee_cli.backends.descendants import Descendants
 from emceepee_cli.backends.launch import Launch
+from emceepee_cli.clock import now_iso
 from emceepee_cli.config.load import fleet_settings
 from emceepee_cli.errors import EmceepeeError
+from emceepee_cli.fleet import control
+from emceepee_cli.fleet.control import ControlRequest, HostSeen
 from emceepee_cli.fleet.hello import HELLO_MAX_BYTES, Hello, Welcome, refusal_line, welcome_line
 from emceepee_cli.ids import new_id
 from emceepee_cli.rendezvous import Place, Refused
@@ -143,12 +152,16 @@ class Fleet:
         self.instance_id = new_id()  # the fleet's own row in the journal: its backends' processes
         self.pool: Pool | None = None  # the backends, shared by the sessions (session/pool.py)
         self._parts: _FleetParts | None = None
+        self.started, self._started_at = now_iso(), time.monotonic()
+        self.hosts: dict[str, HostSeen] = {}  # by session id
+        self._stop_asked: anyio.Event | None = None  # `emceepee fleet stop`; made on the event loop
 
     def __repr__(self) -> str:
         return f"<Fleet {os.getpid()} connections={self.connections} {self.where.sock}>"
 
     async def serve(self) -> None:
-        """Accept hosts until the idle exit or a signal; then stop the backends."""
+        """Accept hosts until the idle exit, a signal or `emceepee fleet stop`; then stop the backends."""
+        self._stop_asked = anyio.Event()
         journal = AsyncJournal(await anyio.to_thread.run_sync(Journal.for_serve, self.db))
         try:
             await journal.run(journal.sync.instances.register, self.instance_id)
@@ -158,12 +171,12 @@ class Fleet:
             runtime = Runtime(backends)
             descendants = Descendants(journal, runtime, self.instance_id)
             book = ProcessBook(journal, runtime, self.instance_id, descendants)
-            linger = self.idle_exit_s
-            self.pool = Pool(runtime, book, self.log_dir, linger)
+            self.pool = Pool(runtime, book, self.log_dir, self.idle_exit_s)
             self._parts = _FleetParts(journal, descendants)
             runtime.spawn(descendants.run, name="descendants watcher")
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._signals, tg.cancel_scope)
+                tg.start_soon(self._stop_when_asked, tg.cancel_scope)
                 tg.start_soon(self._idle_exit, tg.cancel_scope)
                 await self._accept(tg)
             self.listener.close()
@@ -216,7 +229,8 @@ class Fleet:
             self._count(-1)
 
     async def _greeted(self, conn: socket.socket) -> tuple[Hello, str] | None:
-        """The host's hello and its session id, welcomed; None when it was refused (and told why)."""
+        """The host's hello and its session id, welcomed; None when it was refused (and told why),
+        or the connection was a control request, now answered."""
         try:
             rendezvous.check_peer(conn, "front")
         except Refused as exc:
@@ -225,9 +239,12 @@ class Fleet:
         conn.setblocking(False)
         try:
             with anyio.fail_after(HELLO_S):
-                hello = Hello.parse(await _hello_line(conn))
+                hello = control.opening(await _hello_line(conn))
         except (TimeoutError, ValueError) as exc:
             await _send(conn, refusal_line(f"not a hello: {exc}"))
+            return None
+        if isinstance(hello, ControlRequest):
+            await self._control(conn, hello)
             return None
         why = self._refusal(hello)
         if why is not None:
@@ -267,11 +284,44 @@ class Fleet:
             instance_id=session,
         )
         fd = conn.fileno()
+        self.hosts[session] = HostSeen(session, hello.front_pid, hello.cwd, now_iso(), lane)
         try:
             async with host_streams(lane, fds=(fd, fd)) as (read, write):
                 await server.run(read, write, serving_options(server))
         finally:
+            del self.hosts[session]
             log.info("host session %s ended", session)
+
+    async def _control(self, conn: socket.socket, request: ControlRequest) -> None:
+        """Answer a control request (fleet/control.py); a `stop` is carried out once answered."""
+        log.info("control request: %s", request.op)
+        await _send(conn, control.answer_line(self, request))
+        if request.op == "stop" and request.version == __version__ and self._stop_asked is not None:
+            self._stop_asked.set()
+
+    def describe(self) -> dict[str, Any]:
+        """What `emceepee fleet status` shows: this fleet, its hosts and its backends."""
+        return {
+            "pid": os.getpid(),
+            "version": __version__,
+            "started": self.started,
+            "uptime_s": round(time.monotonic() - self._started_at, 1),
+            "socket": str(self.where.sock),
+            "config": str(self.config),
+            "db": str(self.db),
+            "rss_mb": control.rss_mb(),
+            "idle_exit_s": self.idle_exit_s,
+            "hosts": [host.described() for host in self.hosts.values()],
+            "backends": self.backends_described(),
+        }
+
+    def backends_described(self) -> list[dict[str, Any]]:
+        """The backends this fleet runs, each `{server, key, pid, status, hosts, shared, rss_mb}`
+        (`key`: the server and a short digest of what makes it shared; `hosts`: the sessions
+        using it; `shared`: a new session with that key would attach to it, session/pool.py)."""
+        if self.pool is None:
+            return []
+        return [{**b, "rss_mb": control.rss_mb(b["pid"]) if b["pid"] else None} for b in self.pool.describe()]
 
     async def _idle_exit(self, scope: anyio.CancelScope) -> None:
         """Leave once no host has been connected for `idle_exit_s` (`FIRST_HOST_S` at first)."""
@@ -318,15 +368,24 @@ class Fleet:
                 if signum == signal.SIGHUP:
                     log.info("received SIGHUP: each host's session follows the config file itself")
                     continue
-                log.info("received %s; ending every host's session", signal.Signals(signum).name)
-                self._unlisten()
-                scope.cancel()
-                with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE_S):
-                    while self.connections:
-                        await self._changed.wait()
-                await self._leave()
-                logging.shutdown()
-                os._exit(0)
+                await self._stop(scope, f"received {signal.Signals(signum).name}")
+
+    async def _stop_when_asked(self, scope: anyio.CancelScope) -> None:
+        assert self._stop_asked is not None
+        await self._stop_asked.wait()
+        await self._stop(scope, "asked to stop (emceepee fleet stop)")
+
+    async def _stop(self, scope: anyio.CancelScope, why: str) -> None:
+        """Remove the socket, end every host's session (bounded), stop the backends and exit."""
+        log.info("%s; ending every host's session", why)
+        self._unlisten()
+        scope.cancel()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE_S):
+            while self.connections:
+                await self._changed.wait()
+        await self._leave()
+        logging.shutdown()
+        os._exit(0)
 
 
 @dataclass(frozen=True)

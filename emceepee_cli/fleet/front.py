@@ -26,19 +26,12 @@ from emceepee_cli.fleet import starter
 from emceepee_cli.fleet.hello import Hello
 from emceepee_cli.fleet.relay import Relay
 
-SWITCH = "EMCEEPEE_FLEET"  # "1": through the fleet; "0": in-process
-
 
 def choice(config_path: Path) -> tuple[bool, str | None]:
     """Whether to serve through the fleet; when not, why (None: nobody asked for it)."""
-    said = os.environ.get(SWITCH)
-    enabled = fleet_settings(config_path).enabled
-    if said == "0":
-        return False, f"{SWITCH}=0"
-    if enabled is False:
-        return False, f"[fleet] enabled = false in {config_path}"
-    if said != "1" and enabled is not True:
-        return False, None
+    on, said = rendezvous.switch(config_path, fleet_settings(config_path).enabled)
+    if not on:
+        return False, said or None
     if sys.platform == "win32" or not hasattr(socket, "AF_UNIX"):
         return False, "this platform has no Unix sockets"
     return True, None

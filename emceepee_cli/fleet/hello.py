@@ -10,7 +10,8 @@ The front sends its hello, one JSON line:
 `env` and `cwd` are the host's, which its backends start from (backends/launch.py); `previous`
 will name the session a front had before its fleet died, to take over its calls and events (not
 yet: always null). The fleet answers `{"session": "01J…", "pid": 4321}`, or `{"refused": "why"}`
-and closes. A hello is at most `HELLO_MAX_BYTES`; whatever it holds is never logged.
+and closes. A hello is at most `HELLO_MAX_BYTES`; whatever it holds is never logged. The command
+line's connections begin with a control request instead (fleet/control.py).
 
 The standard library only: the front imports this.
 """
@@ -63,6 +64,11 @@ class Hello:
             doc = json.loads(raw)
         except RecursionError:
             raise ValueError("nested too deep") from None
+        return cls.from_doc(doc)
+
+    @classmethod
+    def from_doc(cls, doc: object) -> Hello:
+        """The hello in a parsed first line; `ValueError` saying what is wrong when it is not one."""
         if not isinstance(doc, dict) or doc.get("emceepee_front") != FRONT_PROTOCOL:
             raise ValueError(f"not a hello of front protocol {FRONT_PROTOCOL}")
         fields = cast(dict[str, Any], doc)

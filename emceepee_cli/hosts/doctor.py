@@ -16,7 +16,7 @@ import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from emceepee_cli.backends.logfile import LogFolder
 from emceepee_cli.config import Config, ServerSpec
@@ -25,6 +25,9 @@ from emceepee_cli.hosts import catalog
 from emceepee_cli.signin.flow import Nobody
 from emceepee_cli.signin.store import TokenStore
 
+if TYPE_CHECKING:
+    from emceepee_cli.rendezvous import Place
+
 State = Literal["ok", "fail", "note"]
 PASSED_ON = ("HOME", "LOGNAME", "SHELL", "TERM", "USER")  # what a host's environment has besides PATH
 # Where this emceepee keeps its data (the token files a backend's sign-in reads): kept while
@@ -32,11 +35,12 @@ PASSED_ON = ("HOME", "LOGNAME", "SHELL", "TERM", "USER")  # what a host's enviro
 OWN_PLACES = ("EMCEEPEE_HOME", "XDG_DATA_HOME")
 TAIL_LINES = 5
 UNSET = "} is not set"  # how config/expand.py says a `${VAR}` has no value
+FLEET_ANSWER_S = 5.0  # a fleet answers its status at once; a loaded machine is slow
 
 
 @dataclass(frozen=True)
 class Check:
-    area: str  # config, journal, key, backend, host, serve
+    area: str  # config, journal, key, backend, host, serve, fleet
     name: str
     state: State
     detail: str
@@ -251,6 +255,98 @@ def serve_checks(db: Path) -> list[Check]:
                 Check("serve", f"pid {row['pid']}", "ok", f"running for {host} since {row['started_at']}")
             )
     return checks or [Check("serve", "serve", "note", "no emceepee serve is running (a host starts one)")]
+
+
+# ---- the fleet -------------------------------------------------------------------------------------
+
+
+def fleet_checks(config_path: Path, db: Path) -> list[Check]:
+    """Whether `serve` goes through the fleet for this config (and who said so), its runtime folder,
+    whether a fleet runs for this config (asked over its socket: never started), and the sockets
+    of other emceepee versions' fleets. Trouble is a failure only while the fleet is on: off, it is
+    not used (emceepee_cli/rendezvous.py says what each refusal means)."""
+    from emceepee_cli import rendezvous
+    from emceepee_cli.config.load import fleet_settings
+
+    on, said = rendezvous.switch(config_path, fleet_settings(config_path).enabled)
+    how = f"EMCEEPEE_FLEET=1 in the host's entry for emceepee, or [fleet] enabled = true in {config_path}"
+    if on:
+        checks = [Check("fleet", "switch", "ok", f"on ({said}): each host's serve relays to the fleet")]
+    else:
+        detail = f"off ({said or 'it is opt-in'}): each host's serve runs in-process"
+        checks = [Check("fleet", "switch", "note", detail, None if said else f"to turn it on: {how}")]
+    where = rendezvous.place(config_path.absolute(), db.absolute())
+    folder = _runtime_check(where, on)
+    checks.append(folder)
+    if folder.state == "ok":
+        checks.append(_fleet_alive(where, on))
+        checks += _other_versions(where)
+    return checks
+
+
+def _refused(area: str, name: str, exc: Exception, on: bool) -> Check:
+    """A rendezvous refusal as a check: its message, and the fix it names after "To fix: "."""
+    detail, _, fix = str(exc).partition(" To fix: ")
+    return Check(area, name, "fail" if on else "note", detail.rstrip("."), fix or None)
+
+
+def _runtime_check(where: Place, on: bool) -> Check:
+    from emceepee_cli import rendezvous
+
+    name = str(where.folder)
+    if not where.folder.exists():
+        return Check("fleet", name, "note", "not made yet: the first fleet makes it (0700)")
+    try:
+        rendezvous.check_dir(where.folder)
+    except rendezvous.Refused as exc:
+        return _refused("fleet", name, exc, on)
+    if not os.access(where.folder, os.W_OK | os.X_OK):
+        detail = "this user cannot make the fleet's socket in it: serve runs in-process"
+        return Check("fleet", name, "fail" if on else "note", detail, f"chmod 700 {where.folder}")
+    return Check("fleet", name, "ok", "the fleet's folder: this user's, closed to others (0700)")
+
+
+def _fleet_alive(where: Place, on: bool) -> Check:
+    """Whether a fleet serves this config and journal: its pid, version, uptime and hosts."""
+    from emceepee_cli import rendezvous
+    from emceepee_cli.clock import age
+
+    try:
+        found = rendezvous.control(where, "status", FLEET_ANSWER_S)
+    except rendezvous.Refused as exc:
+        return _refused("fleet", where.sock.name, exc, on)
+    if found is None:
+        return Check("fleet", "fleet", "note", "none runs for this config (a host's serve starts one)")
+    hosts = [(h.get("client") or {}).get("name") or "a host" for h in found["hosts"]]
+    detail = (
+        f"pid {found['pid']}, emceepee {found['version']}, up {age(found['started'])}, "
+        f"{len(hosts)} host(s) connected{': ' + ', '.join(hosts) if hosts else ''}"
+    )
+    return Check("fleet", "fleet", "ok", detail)
+
+
+def _other_versions(where: Place) -> list[Check]:
+    """A socket of another emceepee version's fleet: still running (it leaves once idle), or stale."""
+    from emceepee_cli import rendezvous
+
+    mine = rendezvous.version_of(where)
+    checks = []
+    for other in rendezvous.places(where.folder):
+        version = rendezvous.version_of(other)
+        if version == mine:
+            continue
+        try:
+            pid = rendezvous.live_pid(other) if rendezvous.check_socket(other.sock) else None
+        except rendezvous.Refused as exc:
+            checks.append(_refused("fleet", other.sock.name, exc, on=False))
+            continue
+        if pid is not None:
+            detail = f"a fleet of emceepee {version} (pid {pid}) still runs: it leaves once no host uses it"
+            checks.append(Check("fleet", other.sock.name, "note", detail))
+        else:
+            detail = f"a stale socket of emceepee {version}'s fleet: nobody listens on it"
+            checks.append(Check("fleet", other.sock.name, "note", detail, f"rm {other.sock}"))
+    return checks
 
 
 # ---- sign-in -------------------------------------------------------------------------------------

@@ -8,12 +8,17 @@ rows, which are taken back), expires calls and questions past their time, beats 
 and, at start and then hourly, starts a purge of what has outlived the retention: in the
 background, batch by batch (store/retention.py), so neither the ticks nor any call waits for it.
 A tick that fails (a journal locked too long) is logged and the next one tries again.
+
+`poke_all` has every watcher of the process look at the journal at once, busy or idle: the fleet
+calls it when `emceepee answer` has written an answer (emceepee_cli/fleet/control.py), so the
+waiting backend hears it without waiting for the next tick.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -32,6 +37,21 @@ WATCH_INTERVAL_S = 0.1  # how soon a cancel or an answer written by the CLI is n
 IDLE_INTERVAL_S = 1.0  # with no call and no question: a deleted journal, the heartbeat, the purge
 PURGE_EVERY_S = 3600.0
 PURGE_PAUSE_S = 0.005  # between batches: the journal's worker is free for a moment
+INTERVAL_ENV = "EMCEEPEE_WATCH_INTERVAL_S"  # a test switch: a longer tick, to tell a poke from a tick
+
+_WATCHING: weakref.WeakSet[Watcher] = weakref.WeakSet()  # the watchers running in this process
+
+
+def watch_interval_s() -> float:
+    return float(os.environ.get(INTERVAL_ENV) or WATCH_INTERVAL_S)
+
+
+def poke_all() -> int:
+    """Have every watcher running in this process look at the journal now; how many there are."""
+    watchers = list(_WATCHING)
+    for watcher in watchers:
+        watcher.poke()
+    return len(watchers)
 
 
 @dataclass
@@ -55,6 +75,7 @@ class Watcher:
         self._scope = anyio.CancelScope()
         self._purging = False
         self._purge_scope = anyio.CancelScope()
+        self._poked: anyio.Event | None = None  # made in `run`, on the event loop
 
     def __repr__(self) -> str:
         return f"<Watcher {self.instance_id}>"
@@ -64,9 +85,28 @@ class Watcher:
         with self._scope:
             now = anyio.current_time()
             clock = _Clock(version=None, beat=now, purge=None)
-            while True:
-                await self.runtime.guarded(lambda: self.tick(clock))
-                await anyio.sleep(WATCH_INTERVAL_S)
+            self._poked = anyio.Event()
+            _WATCHING.add(self)
+            try:
+                while True:
+                    await self.runtime.guarded(lambda: self.tick(clock))
+                    await self._rest(clock)
+            finally:
+                _WATCHING.discard(self)
+
+    async def _rest(self, clock: _Clock) -> None:
+        """Until the next tick: the interval, or a poke (the next tick then looks, idle or not)."""
+        assert self._poked is not None
+        with anyio.move_on_after(watch_interval_s()):
+            await self._poked.wait()
+        if self._poked.is_set():
+            self._poked = anyio.Event()
+            clock.looked = None
+
+    def poke(self) -> None:
+        """Look at the journal now, not at the next tick."""
+        if self._poked is not None:
+            self._poked.set()
 
     def stop(self) -> None:
         self._scope.cancel()

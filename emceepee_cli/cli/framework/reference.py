@@ -47,7 +47,9 @@ def _section(command: Command, ctx: typer.Context) -> list[str]:
         lines += [inspect.cleandoc(command.epilog), ""]
     records = [r for p in command.get_params(ctx) if (r := p.get_help_record(ctx)) and p.name != "help"]
     if isinstance(command, TyperGroup):
-        subs = [(n, c) for n in command.list_commands(ctx) if (c := command.get_command(ctx, n)) is not None]
+        subs = [
+            (n, c) for n in command.list_commands(ctx) if (c := command.get_command(ctx, n)) and not c.hidden
+        ]
         lines += [f"- `{ctx.command_path} {n}`: {c.get_short_help_str(200)}" for n, c in subs] + [""]
     if records:
         lines += ["| option | |", "|---|---|"]
