@@ -71,8 +71,8 @@ def stop(config: ConfigOpt = None, db: DbOpt = None, json: JsonOpt = False) -> N
     render.line(f"Stopped the fleet (pid {pid}).")
     if hosts:
         render.line(
-            f"{hosts} host(s) were connected: each saw its server end, and a new fleet starts when "
-            "its emceepee serve next connects."
+            f"{hosts} host(s) were connected: their requests in flight failed, and each host's "
+            "emceepee serve starts a new fleet and carries on (their calls are in list_tasks)."
         )
 
 

@@ -6,11 +6,14 @@ a yes; so does a platform without Unix sockets. Asked for by nobody, `serve` run
 says nothing about the fleet.
 
 Used, the front connects to the fleet for its config and journal, starting one if none runs
-(fleet/starter.py), says on stderr which fleet it reached, and relays bytes between the host's
+(fleet/starter.py), says on stderr which fleet it reached, and relays lines between the host's
 stdio and its session there (fleet/relay.py) — with no MCP SDK loaded: a Python with typer is its
-whole cost. Whatever keeps it from the fleet (the socket cannot be made or reached, a folder or
-socket another user could use, a fleet that does not start) is said once on stderr
+whole cost. Whatever keeps it from the fleet at the start (the socket cannot be made or reached, a
+folder or socket another user could use, a fleet that does not start) is said once on stderr
 (`serving in-process (no fleet): …`), and `serve` runs in-process, exactly as without the fleet.
+Once serving, a fleet that dies is replaced: the front reaches one again with the same hello (naming
+the session it had) and replays the host's handshake there (fleet/replay.py); the host sees only
+its requests in flight fail.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from emceepee_cli import __version__, paths, rendezvous
@@ -42,7 +46,8 @@ def run(config_path: Path, db: Path | None = None, verbose: bool = False) -> int
     wanted, why = choice(config_path)
     if wanted:
         try:
-            connection = reach(config_path, db, verbose)
+            where, hello = greeting(config_path, db, verbose)
+            connection = starter.connect_or_start(where, hello)
         except rendezvous.Refused as exc:
             why = str(exc)
         else:
@@ -52,15 +57,19 @@ def run(config_path: Path, db: Path | None = None, verbose: bool = False) -> int
                 f"its log: {starter.fleet_log()}\n"
             )
             sys.stderr.flush()
-            return Relay(connection.sock).run()
+
+            def again(previous: str) -> starter.Connection:
+                return starter.connect_or_start(where, replace(hello, previous=previous))
+
+            return Relay(connection, again).run()
     from emceepee_cli.server.app import run_stdio  # the SDK: only when serving in-process
 
     run_stdio(config_path, verbose=verbose, db_path=db, notice=why)
     return 0
 
 
-def reach(config_path: Path, db: Path | None, verbose: bool) -> starter.Connection:
-    """A connection to the fleet for this config and journal, welcomed; else `Refused`."""
+def greeting(config_path: Path, db: Path | None, verbose: bool) -> tuple[rendezvous.Place, Hello]:
+    """Where the fleet for this config and journal lives, and this host's hello; else `Refused`."""
     config, journal = config_path.absolute(), paths.db_path(db).absolute()
     try:
         cwd = os.getcwd()
@@ -75,4 +84,4 @@ def reach(config_path: Path, db: Path | None, verbose: bool) -> starter.Connecti
         db=str(journal),
         verbose=verbose,
     )
-    return starter.connect_or_start(rendezvous.place(config, journal), hello)
+    return rendezvous.place(config, journal), hello

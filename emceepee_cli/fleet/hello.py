@@ -8,10 +8,11 @@ The front sends its hello, one JSON line:
      "verbose": false}
 
 `env` and `cwd` are the host's, which its backends start from (backends/launch.py); `previous`
-will name the session a front had before its fleet died, to take over its calls and events (not
-yet: always null). The fleet answers `{"session": "01J…", "pid": 4321}`, or `{"refused": "why"}`
-and closes. A hello is at most `HELLO_MAX_BYTES`; whatever it holds is never logged. The command
-line's connections begin with a control request instead (fleet/control.py).
+names the session a front had before its fleet died (fleet/relay.py), null at first; a fleet may
+take over that session's calls and events by it. The fleet answers
+`{"session": "01J…", "pid": 4321}`, or `{"refused": "why"}` and closes. A hello is at most
+`HELLO_MAX_BYTES`; whatever it holds is never logged. The command line's connections begin with a
+control request instead (fleet/control.py).
 
 The standard library only: the front imports this.
 """

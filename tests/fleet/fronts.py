@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,25 +91,32 @@ async def front(
     python_flags: Sequence[str] = (),
     fleet: str | None = "1",
     initialized: bool = True,
+    serve_args: Sequence[str] = (),
+    host: Callable[[anyio.abc.Process], LineHost] = LineHost,
     capabilities: dict[str, Any] | None = None,
 ) -> AsyncIterator[Front]:
-    """A front (`serve` with EMCEEPEE_FLEET=`fleet`) with a host on its pipes, initialized unless
-    the test does it; at the end its stdin is closed and it is waited for (the caller bounds the wait).
-    With `capabilities` the host declares them and keeps what the fleet asks it (`AskedHost`)."""
+    """A front (`serve` with EMCEEPEE_FLEET=`fleet`, and `serve_args`) with a `host` on its pipes,
+    initialized unless the test does it; at the end its stdin is closed and it is waited for (the
+    caller bounds the wait). With `capabilities` the host declares them and keeps what the fleet
+    asks it (`AskedHost`)."""
     environ = {**os.environ, **(env or {})}
     if fleet is not None:
         environ["EMCEEPEE_FLEET"] = fleet
-    argv = [*prefix, sys.executable, *python_flags, "-m", "emceepee_cli", "serve", "--config", str(config)]
+    argv = [
+        *prefix,
+        *(sys.executable, *python_flags, "-m", "emceepee_cli", "serve", "--config", str(config)),
+        *serve_args,
+    ]
     with stderr.open("wb") as err:
         process = await anyio.open_process(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=environ, cwd=cwd
         )
     async with process, anyio.create_task_group() as tg:
-        host = LineHost(process) if capabilities is None else AskedHost(process, capabilities)
-        tg.start_soon(host.read)
+        wired = host(process) if capabilities is None else AskedHost(process, capabilities)
+        tg.start_soon(wired.read)
         if initialized:
-            await host.initialize()
-        yield Front(host, process, stderr)
+            await wired.initialize()
+        yield Front(wired, process, stderr)
         assert process.stdin is not None
         await process.stdin.aclose()
         await process.wait()
