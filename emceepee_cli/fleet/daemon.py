@@ -282,6 +282,7 @@ class Fleet:
             launch=launch,
             pool=self.pool,
             instance_id=session,
+            previous=hello.previous,
         )
         fd = conn.fileno()
         self.hosts[session] = HostSeen(session, hello.front_pid, hello.cwd, now_iso(), lane)

@@ -81,6 +81,7 @@ def build_server(
     launch: Launch | None = None,
     pool: Pool | None = None,
     instance_id: str | None = None,
+    previous: str | None = None,
 ) -> Server[Services]:
     """The low-level MCP server; its lifespan owns the journal, the services and every backend task.
 
@@ -88,7 +89,8 @@ def build_server(
     `launch`: this is one host's session in the fleet (emceepee_cli/fleet/daemon.py), whose
     backends start in that host's environment and cwd, and which leaves SIGHUP to the fleet;
     `pool`: the fleet's backends, shared by its sessions (session/pool.py); `instance_id`: the
-    session's id in the journal (default: a new one)."""
+    session's id in the journal (default: a new one); `previous`: the session its host had in a
+    fleet that died, whose calls and events it takes over (and no other dead instance's)."""
 
     @asynccontextmanager
     async def lifespan(_: Server[Services]) -> AsyncIterator[Services]:
@@ -98,7 +100,7 @@ def build_server(
                 log.error("journal: %s", serving_from_memory(journal.fault))
             session_id = instance_id or new_id()
             try:
-                inherited = await wiring.take_over(journal, session_id)
+                inherited = await wiring.take_over(journal, session_id, previous)
                 async with anyio.create_task_group() as tg:
                     services = wiring.build(config, tg, journal, session_id, log_dir, launch, pool)
                     await services.start(inherited)

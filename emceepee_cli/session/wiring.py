@@ -60,8 +60,9 @@ class Inherited:
     events: list[Event] = field(default_factory=list[Event])
 
 
-async def take_over(journal: AsyncJournal, instance_id: str) -> Inherited:
-    """Register this instance and settle what dead ones left; what it inherits.
+async def take_over(journal: AsyncJournal, instance_id: str, previous: str | None = None) -> Inherited:
+    """Register this instance and settle what dead ones left; what it inherits (`previous`: only
+    what that dead instance left, the session its host had in a fleet that died).
 
     A journal that cannot be written here (a full disk) is logged, and `serve` runs anyway:
     its backends answer; what it cannot journal is not kept. So is one whose rows this emceepee
@@ -76,12 +77,12 @@ async def take_over(journal: AsyncJournal, instance_id: str) -> Inherited:
         # once; before anything else uses the file
         if await journal.run(journal.sync.retention.convert_to_incremental):
             log.info("journal: switched to incremental vacuum, so purged space goes back to the disk")
-        calls = await journal.run(journal.sync.instances.adopt_orphans, instance_id)
+        calls = await journal.run(journal.sync.instances.adopt_orphans, instance_id, previous)
     except Exception as exc:  # noqa: BLE001  # see _not_taken_over
         _not_taken_over(exc)
         return Inherited()
     try:  # apart: calls this process has claimed must be re-driven whatever happens here
-        events = await journal.run(journal.sync.events.claim, instance_id, EVENTS_KEPT)
+        events = await journal.run(journal.sync.events.claim, instance_id, EVENTS_KEPT, previous)
     except Exception as exc:  # noqa: BLE001  # see _not_taken_over
         _not_taken_over(exc)
         events = []

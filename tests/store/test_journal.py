@@ -401,3 +401,21 @@ def test_the_cheap_reader_knows_every_migration(tmp_path: Path) -> None:
     assert [m.name for m in migrations.pending(sqlite_utils.Database(memory=True))] == list(
         inspect.KNOWN_MIGRATIONS
     )
+
+
+def test_a_host_back_from_a_dead_fleet_takes_over_its_own_sessions_calls_and_events_only(
+    tmp_path: Path,
+) -> None:
+    journal = Journal(tmp_path / "j.db")
+    gone = _exited_pid()
+    for session in ("A", "B"):  # two hosts' sessions of a fleet that was killed
+        journal.instances.register(session)
+        journal.tasks.insert(task_row(f"T{session}", session))
+        journal.events.add({**event(ord(session)), "instance_id": session})
+    journal.db.execute("UPDATE instances SET pid = ?", [gone])
+    journal.db.execute("UPDATE tasks SET request_state = 'opaque'")
+    journal.instances.register("A2")  # host A's session in the new fleet
+    assert journal.instances.adopt_orphans("A2", only="A") == ["TA"]
+    assert [e["event_id"] for e in journal.events.claim("A2", limit=100, only="A")] == ["E065"]
+    assert journal.instances.adopt_orphans("C", only="Z") == []  # no such session: nothing else taken
+    assert journal.instances.adopt_orphans("B2") == ["TB"]  # a session with no previous one: what is left

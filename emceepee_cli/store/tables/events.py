@@ -67,8 +67,9 @@ class EventLog(Part):
         return readable(cast(EventRow, r) for r in rows)
 
     @mapped
-    def claim(self, claimer: str, limit: int) -> list[Event]:
-        """Take the events that dead instances never delivered (after their cursor), at most `limit`.
+    def claim(self, claimer: str, limit: int, only: str | None = None) -> list[Event]:
+        """Take the events that dead instances (`only`: that one) never delivered (after their
+        cursor), at most `limit`.
 
         Each instance's claim moves its cursor in one write transaction that reads it first, so
         when several `serve`s start together each event goes to exactly one of them.
@@ -80,6 +81,8 @@ class EventLog(Part):
         for inst in [cast(InstanceRow, r) for r in self.db.query(sql, [claimer])]:
             if len(claimed) >= limit:
                 break
+            if only is not None and inst["instance_id"] != only:
+                continue
             if not instance_alive(inst):
                 claimed += self._claim(inst["instance_id"], limit - len(claimed))
         return claimed

@@ -148,14 +148,17 @@ class Instances(Part):
         return done
 
     @mapped
-    def adopt_orphans(self, instance_id: str) -> list[str]:
-        """Claim the adoptable calls (and their questions) of dead instances.
+    def adopt_orphans(self, instance_id: str, only: str | None = None) -> list[str]:
+        """Claim the adoptable calls (and their questions) of dead instances (`only`: of that one,
+        the session a host had in a fleet that died, fleet/hello.py's `previous`).
 
         Each call is claimed by one atomic UPDATE that names the dead owner, so when several
         `serve`s start together exactly one of them wins it, and only the winner re-drives it.
         """
         adopted: list[str] = []
         for inst in self.dead():
+            if only is not None and inst["instance_id"] != only:
+                continue
             rows = self._rows(
                 f"SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND {ADOPTABLE}",
                 [inst["instance_id"], TaskStatus.WORKING.value],
