@@ -147,7 +147,8 @@ class Fleet:
         self.idle_exit_s = idle_exit_s
         self.log_dir: Path | None = None
         self.connections = 0
-        self._changed = anyio.Event()
+        self._changed = anyio.Event()  # a connection came or went
+        self._hosts_changed = anyio.Event()  # a host's session began or ended
         self._start_lock: int | None = None  # taken at the idle exit, kept until the process ends
         self.instance_id = new_id()  # the fleet's own row in the journal: its backends' processes
         self.pool: Pool | None = None  # the backends, shared by the sessions (session/pool.py)
@@ -215,6 +216,10 @@ class Fleet:
         self.connections += step
         self._changed.set()
         self._changed = anyio.Event()
+
+    def _hosts_came_or_went(self) -> None:
+        self._hosts_changed.set()
+        self._hosts_changed = anyio.Event()
 
     async def _connection(self, conn: socket.socket) -> None:
         """One host: its hello, then its session; whatever fails ends this connection alone."""
@@ -286,11 +291,13 @@ class Fleet:
         )
         fd = conn.fileno()
         self.hosts[session] = HostSeen(session, hello.front_pid, hello.cwd, now_iso(), lane)
+        self._hosts_came_or_went()
         try:
             async with host_streams(lane, fds=(fd, fd)) as (read, write):
                 await server.run(read, write, serving_options(server))
         finally:
             del self.hosts[session]
+            self._hosts_came_or_went()
             log.info("host session %s ended", session)
 
     async def _control(self, conn: socket.socket, request: ControlRequest) -> None:
@@ -325,16 +332,22 @@ class Fleet:
         return [{**b, "rss_mb": control.rss_mb(b["pid"]) if b["pid"] else None} for b in self.pool.describe()]
 
     async def _idle_exit(self, scope: anyio.CancelScope) -> None:
-        """Leave once no host has been connected for `idle_exit_s` (`FIRST_HOST_S` at first)."""
+        """Leave once no host has had a session for `idle_exit_s` (`FIRST_HOST_S` at first). A
+        control request (`fleet status`, a poke) neither starts the countdown again nor ends it;
+        a connection still open at the deadline (a front saying hello, a control request being
+        answered, a session's last bytes) puts it off until it has closed or become a session."""
         grace = max(self.idle_exit_s, FIRST_HOST_S)
         while True:
-            if self.connections:
-                await self._changed.wait()
+            if self.hosts:
+                await self._hosts_changed.wait()
                 grace = self.idle_exit_s
                 continue
             with anyio.move_on_after(grace) as waited:
-                await self._changed.wait()
-            if not waited.cancelled_caught:
+                await self._hosts_changed.wait()
+            while self.connections and not self.hosts:  # saying hello, or a session's last bytes
+                with anyio.move_on_after(HELLO_S):
+                    await self._changed.wait()
+            if not waited.cancelled_caught or self.hosts:
                 continue
             if self._leave_when_idle():
                 scope.cancel()

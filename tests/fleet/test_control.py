@@ -297,3 +297,22 @@ async def test_answer_reaches_the_waiting_backend_through_the_fleet_at_once(tmp_
     assert done.returncode == 0, done.stderr
     assert '"content": {"name": "Cli"}' in record.read_text()
     assert heard_after < 20
+
+
+async def test_status_requests_neither_keep_the_fleet_past_its_idle_exit_nor_end_it_early(
+    tmp_path: Path,
+) -> None:
+    config = fleet_config(tmp_path / "config.toml", idle_exit="2s")
+    where = place_of(config)
+    with anyio.fail_after(60):
+        async with front(config, tmp_path / "a.err") as a:
+            fleet, _ = await a.reached()
+            assert await a.call("echo", text="hi") == "hi"
+        asked = 0
+        while alive(fleet):  # asked without pause: each request used to start the countdown again
+            try:
+                await anyio.to_thread.run_sync(_answer, where, _control("status"))
+            except OSError:  # it has removed its socket: leaving
+                continue
+            asked += 1
+    assert asked > 1
