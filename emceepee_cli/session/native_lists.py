@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any, get_args
 
 import anyio
@@ -37,11 +38,23 @@ LEVELS: tuple[str, ...] = get_args(types.LoggingLevel)  # least to most severe
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")  # RFC 3986's scheme, before the first colon
 
 
+Peers = Callable[[Backend], "list[Native]"]  # the other host sessions a fleet's backend serves
+
+
 class Native:
     def __init__(
-        self, backends: dict[str, Backend], host: HostLink, runtime: Runtime, rounds: NativeRounds
+        self,
+        backends: dict[str, Backend],
+        host: HostLink,
+        runtime: Runtime,
+        rounds: NativeRounds,
+        peers: Peers = lambda backend: [],
     ) -> None:
         self.backends = backends
+        # In the fleet (session/pool.py) a backend may serve other hosts' sessions too: it is given
+        # the most verbose level any of them set (each host hears only what its own level lets
+        # through), and a subscription is ended there only once no session holds it.
+        self.peers = peers
         self.host = host
         self.runtime = runtime
         self.rounds = rounds  # a backend's questions while it answers prompts/get, resources/read
@@ -175,6 +188,8 @@ class Native:
             backend = self.backends.get(self.subscribed.pop(uri))
             if backend is None or backend.status != Status.READY:
                 return  # gone, or restarting: it forgot the subscription
+            if any(peer.subscribed.get(uri) == backend.name for peer in self.peers(backend)):
+                return  # another host's session still holds it
         else:
             await self.settled()
             backend = self.subscription_owner(uri)
@@ -215,7 +230,9 @@ class Native:
         session = backend.session
         caps = session.server_capabilities if session is not None else None
         if self.level is not None and caps is not None and caps.logging is not None:
-            self.runtime.spawn(_set_level, backend, self.level, name=f"setLevel {backend.name}")
+            wanted = [self.level, *(p.level for p in self.peers(backend) if p.level is not None)]
+            level = min(wanted, key=lambda name: LEVELS.index(name) if name in LEVELS else len(LEVELS))
+            self.runtime.spawn(_set_level, backend, level, name=f"setLevel {backend.name}")
 
     # ---- what the host hears -------------------------------------------------------------------
 

@@ -130,6 +130,11 @@ class Pool:
             for instance in running:
                 await instance.backend.wait_for(_ended, STOP_WAIT_S)
 
+    def users_of(self, backend: Backend) -> list[SessionSink]:
+        """The sessions that use `backend` now."""
+        instance = self._of.get(id(backend))
+        return list(instance.fan.users) if instance is not None else []
+
     def __iter__(self) -> Iterator[Instance]:
         return iter(list(self._of.values()))
 

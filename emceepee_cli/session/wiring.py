@@ -194,7 +194,7 @@ def build(
     held = NativeRounds(
         questions, runtime, tasks.install_key, instance_id, lambda b: roots.for_backend(b.spec)
     )
-    native = Native(backends, host, runtime, held)
+    native = Native(backends, host, runtime, held, peers=lambda backend: _peers(pool, backend, sink))
     direct = Direct(backends, defaults, host, runtime)
     descendants = Descendants(journal, runtime, instance_id, alone=launch is None)
     views = HostViews(native=native, direct=direct, roots=roots)
@@ -230,6 +230,13 @@ def build(
         watcher=Watcher(shared, tasks, questions),
         descendants=descendants,
     )
+
+
+def _peers(pool: Pool | None, backend: Backend, sink: SessionSink) -> list[Native]:
+    """The other host sessions' lists a backend of the fleet's pool serves (none in-process)."""
+    if pool is None:
+        return []
+    return [user.native for user in pool.users_of(backend) if user is not sink and user.native is not None]
 
 
 def _install_key() -> bytes:

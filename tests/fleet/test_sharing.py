@@ -13,7 +13,7 @@ import pytest
 
 from emceepee_cli import processes
 from tests.fleet.fronts import AskedHost, Front, fleet_config, front
-from tests.support import alive, until
+from tests.support import alive, example_table, until
 
 pytestmark = pytest.mark.anyio
 needs_proc = pytest.mark.skipif(not processes.HAVE_PROC, reason="reads processes through /proc")
@@ -206,3 +206,40 @@ def _children(parent: int, script: str) -> list[int]:
         if stat is not None and stat.ppid == parent and script in cmdline:
             found.append(int(proc.name))
     return found
+
+
+@needs_proc
+async def test_a_shared_backend_keeps_the_most_verbose_level_and_a_subscription_until_no_host_holds_it(
+    tmp_path: Path,
+) -> None:
+    said = tmp_path / "surface.log"  # what the backend was told, line by line
+    config = fleet_config(tmp_path / "config.toml")
+    with config.open("a") as file:
+        file.write(example_table("surface", "surface.py", env={"EMCEEPEE_EXAMPLE_LOG": str(said)}))
+    uri = "surface://counter"
+    with anyio.fail_after(90):
+        async with front(config, tmp_path / "a.err") as a, front(config, tmp_path / "b.err") as b:
+            for host in (a, b):
+                await host.host.tool("list_tools", {"server": "surface"})
+            await a.host.request("logging/setLevel", {"level": "debug"})
+            await b.host.request("logging/setLevel", {"level": "error"})
+            for host in (a, b):
+                await host.host.request("resources/subscribe", {"uri": uri})
+            await b.host.request("resources/unsubscribe", {"uri": uri})
+            await _surface(b)  # b's requests have all reached the backend by now
+            told_while_a_holds_it = said.read_text().splitlines()
+            await a.host.request("resources/unsubscribe", {"uri": uri})
+            await _surface(a)
+            told = said.read_text().splitlines()
+    levels = [line for line in told_while_a_holds_it if line.startswith("level ")]
+    assert levels[-1] == "level debug"  # b's "error" did not silence what a asked to hear
+    assert f"unsubscribed {uri}" not in told_while_a_holds_it
+    assert told[-1] == f"unsubscribed {uri}"
+
+
+async def _surface(host: Front) -> None:
+    """A call to the surface backend, answered: what the host sent before it has been handled."""
+    result = await host.host.tool(
+        "execute_tool", {"server": "surface", "tool": "log", "args": {"level": "debug", "message": "x"}}
+    )
+    assert not result.get("isError"), result
