@@ -5,7 +5,8 @@ registry.py: which names it has, its own tables and `add_server`s), but the back
 names come from one `Pool`, keyed by `sharing_key` (session/sharing.py). Lifecycle of one instance:
 
 - `acquire`: the first session whose server has this key starts it, in the fleet's task group (it
-  outlives that session); later ones attach to it, warm. A session attaching to one already past
+  outlives that session); later ones attach to it, warm — unless it failed: a new session starts a
+  new instance, as a new `serve` would (the user may have fixed what failed it). A session attaching to one already past
   its start hears where it is (as if it had just connected), so its host's lists and events see it.
 - `release`: a session leaves it. One that leaves because the host closed its session (`why`
   None) leaves it warm for `linger_s` (`[fleet] idle_exit`) should no other session use it, then
@@ -71,6 +72,9 @@ class Pool:
         """The backend `user`'s session gets for `spec`: a running instance with its key, or a new one."""
         key = sharing_key(spec, launch, user.instance_id)
         instance = self.instances.get(key)
+        if instance is not None and instance.backend.status == Status.FAILED:
+            self._retire(instance)  # a new session tries again, as a new serve would (a fixed PATH…)
+            instance = None
         if instance is None:
             fan = FanOut(self.book)
             instance = Instance(key, Backend(spec, fan, self.logs, self.starts, launch), fan)

@@ -243,3 +243,24 @@ async def _surface(host: Front) -> None:
         "execute_tool", {"server": "surface", "tool": "log", "args": {"level": "debug", "message": "x"}}
     )
     assert not result.get("isError"), result
+
+
+@needs_proc
+async def test_a_host_arriving_after_a_shared_backend_failed_gets_a_new_try(tmp_path: Path) -> None:
+    script = tmp_path / "late.sh"  # not there yet: the backend fails to start
+    hostile = Path(__file__).parents[1] / "backends" / "hostile.py"
+    config = fleet_config(tmp_path / "config.toml", "[servers.late]", f"command = {json.dumps(str(script))}")
+    with anyio.fail_after(90):
+        async with front(config, tmp_path / "a.err") as a:
+            while await _status(a, "late") != "failed":
+                await a.host.tool("await_activity", {"timeout_ms": 2000})
+            script.write_text(f"#!/bin/sh\nexec {sys.executable} {hostile}\n")  # the user fixes it
+            script.chmod(0o755)
+            async with front(config, tmp_path / "b.err") as b:
+                assert (await pid_of(b, "late")) > 0  # a new instance, for the host that came after
+            assert await _status(a, "late") == "failed"  # a's stays as it was, until a restart of its own
+
+
+async def _status(host: Front, server: str) -> str:
+    listed = await host.host.tool("list_servers", {})
+    return str(next(s["status"] for s in listed["structuredContent"]["servers"] if s["name"] == server))
