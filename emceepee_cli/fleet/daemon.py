@@ -7,15 +7,16 @@ the front that started this fleet holds it → write `ready PID` to that front's
 - each connection from a peer of this user whose hello (fleet/hello.py) is of this version and
   names this fleet's files is one host's MCP session over `serve`'s own server (server/app.py's
   `build_server`), its backends started in that host's environment and working directory
-  (backends/launch.py), until the host's EOF; then its calls are interrupted and its backends
-  stopped, as `serve` does at EOF, and the connection closed. A session that fails is logged and
-  ends alone;
-- once no host has been connected for `[fleet] idle_exit` (`FIRST_HOST_S` at least before the
-  first one): take the start lock (held: a front is starting a fleet, so wait a little more),
+  (backends/launch.py), until the host's EOF; then its calls are interrupted, as `serve` does at
+  EOF, it leaves its backends (session/pool.py), and the connection is closed. A session that
+  fails is logged and ends alone. A hello naming the session its front had in a fleet that died
+  (`previous`) takes over that session's suspended calls and undelivered events;
+- once no host has had a session for `[fleet] idle_exit` (`FIRST_HOST_S` at least before the
+  first one) and no connection is open: take the start lock (held: a front is starting a fleet, so wait a little more),
   remove the socket, close what connected meanwhile (its front starts a new fleet), and exit,
   keeping the start lock until then so no front starts one meanwhile;
 - on SIGTERM or SIGINT, or `emceepee fleet stop`: remove the socket, end every session (as `serve`
-  ends on them: bounded), and exit. SIGHUP changes nothing: each session follows the config file
+  ends on them: bounded), stop the backends, and exit (each front then starts a new fleet). SIGHUP changes nothing: each session follows the config file
   itself.
 
 A connection whose first line is a control request instead of a hello (`emceepee fleet status`,
