@@ -185,7 +185,7 @@ def build(
 
     shared = Shared(journal, events, runtime, defaults, instance_id)
     questions = Questions(shared, policy=policy, host=host, log=heard.log)
-    roots = Roots(defaults, host, runtime, lambda: list(backends.values()))
+    roots = Roots(defaults, host, runtime, lambda: list(backends.values()), launch)
     tasks = Tasks(
         shared, questions, backends=backends.get, install_key=_install_key(), roots=roots.for_backend
     )
