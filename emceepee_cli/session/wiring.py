@@ -197,7 +197,7 @@ def build(
     direct = Direct(backends, defaults, host, runtime)
     descendants = Descendants(journal, runtime, instance_id, alone=launch is None)
     views = HostViews(native=native, direct=direct, roots=roots)
-    sink = SessionSink(shared, heard, questions, tasks, views=views, descendants=descendants)
+    sink = SessionSink(shared, heard, questions, tasks, views=views, descendants=descendants, launch=launch)
     registry = Registry(
         config,
         runtime,
