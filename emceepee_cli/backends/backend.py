@@ -368,9 +368,11 @@ class Backend:
         return await ending.cut_off(self.name, what, process, self.stopped_for, sent=sent)
 
 
-def configured_roots(paths: tuple[str, ...]) -> list[types.Root]:
-    """Roots as the config names them (a server's own `roots`, or `[defaults] roots`)."""
-    return [types.Root(uri=uri, name=name) for uri, name in root_uris(paths)]  # type: ignore[arg-type]  # a file:// str is the URI pydantic wants
+def configured_roots(paths: tuple[str, ...], launch: Launch | None = None) -> list[types.Root]:
+    """Roots as the config names them (a server's own `roots`, or `[defaults] roots`); a relative
+    one (or `~`) from the host's working directory (and HOME) in the fleet, else emceepee's."""
+    base = None if launch is None else launch.base
+    return [types.Root(uri=uri, name=name) for uri, name in root_uris(paths, base)]  # type: ignore[arg-type]  # a file:// str is the URI pydantic wants
 
 
 async def first_of(*events: anyio.Event) -> None:

@@ -1,12 +1,18 @@
 """Reaching one backend: its transport (a process we spawn, a Streamable HTTP endpoint, or a
 legacy HTTP+SSE one) and the handshake in the era its config asks for (`legacy`, `modern` or
 `auto`). Both remote transports use one kind of HTTP client: the server's headers, no read
-timeout, the sign-in's `auth` when there is one, and the `refusals` hook."""
+timeout, the sign-in's `auth` when there is one, and the `refusals` hook; the sign-in's own
+requests (signin/flow.py) go through it too. Its proxies and the CA it trusts come from an
+environment as httpx reads them (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY` in either
+case; `SSL_CERT_FILE`, else `SSL_CERT_DIR`): emceepee's own in-process, the host's in the fleet
+(`network`), whose own environment has none of them."""
 
 from __future__ import annotations
 
+import ipaddress
 import math
-from collections.abc import AsyncIterator, Callable
+import ssl
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -53,12 +59,12 @@ async def open_transport(
     environment and working directory, when serve is not the host's own process (backends/launch.py)."""
     if spec.transport == "http":
         assert spec.url is not None
-        http = _http_client(dict(spec.headers), auth, refusals)
+        http = _http_client(dict(spec.headers), auth, refusals, launch)
         async with http, streamable_http_client(spec.url, http_client=http) as (read, write):
             yield (read, write), None
         return
     if spec.transport == "sse":
-        async with _sse_streams(spec, auth, refusals, patience) as streams:
+        async with _sse_streams(spec, auth, refusals, patience, launch) as streams:
             yield streams, None
         return
     assert spec.command is not None
@@ -86,16 +92,143 @@ async def open_transport(
 
 
 def _http_client(
-    headers: dict[str, str] | None, auth: httpx2.Auth | None, refusals: Refusals | None
+    headers: dict[str, str] | None,
+    auth: httpx2.Auth | None,
+    refusals: Refusals | None,
+    launch: Launch | None = None,
 ) -> httpx2.AsyncClient:
-    """The HTTP client of a remote backend, whichever its transport."""
+    """The HTTP client of a remote backend, whichever its transport; with `launch`, its proxies and
+    CA are the host's (`network`), else what httpx reads from emceepee's environment."""
     hooks = {"response": [refusals.on_response]} if refusals is not None and auth is None else {}
-    return httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT, auth=auth, event_hooks=hooks)
+    if launch is None:
+        return httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT, auth=auth, event_hooks=hooks)
+    verify, mounts = network(launch.environ)
+    return httpx2.AsyncClient(
+        headers=headers,
+        timeout=HTTP_TIMEOUT,
+        auth=auth,
+        event_hooks=hooks,
+        trust_env=False,
+        verify=verify,
+        mounts=mounts,
+    )
+
+
+def network(
+    environ: Mapping[str, str],
+) -> tuple[ssl.SSLContext | bool, dict[str, httpx2.AsyncBaseTransport | None]]:
+    """What httpx's `trust_env` would take from `environ` instead of emceepee's: the CA to trust
+    (True: the system's), and a transport per URL pattern (a proxy; None: straight, `NO_PROXY`)."""
+    verify: ssl.SSLContext | bool = True
+    match trusted_ca(environ):
+        case ("SSL_CERT_FILE", cafile):
+            verify = ssl.create_default_context(cafile=cafile)
+        case (_, capath):
+            verify = ssl.create_default_context(capath=capath)
+    mounts: dict[str, httpx2.AsyncBaseTransport | None] = {
+        pattern: None
+        if proxy is None
+        else httpx2.AsyncHTTPTransport(verify=verify, trust_env=False, proxy=httpx2.Proxy(proxy))
+        for pattern, proxy in proxies(environ).items()
+    }
+    return verify, mounts
+
+
+def trusted_ca(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The CA bundle `environ` names, as httpx reads it: `SSL_CERT_FILE`, else `SSL_CERT_DIR`
+    (`(variable, value)`); None: the system's."""
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
+        if value := environ.get(name):
+            return name, value
+    return None
+
+
+def proxies(environ: Mapping[str, str]) -> dict[str, str | None]:
+    """The proxy of each URL pattern that `environ` sets, as httpx reads the process's (urllib's
+    `getproxies_environment`, then httpx's `get_environment_proxies`): a lowercase `x_proxy` wins
+    over its uppercase twin, one set empty unsets it, `NO_PROXY=*` turns them all off, an entry
+    httpx could not parse is left out."""
+    found = _proxy_vars(environ)
+    mounts: dict[str, str | None] = {}
+    for scheme in ("http", "https", "all"):
+        if proxy := found.get(scheme):
+            mounts[f"{scheme}://"] = proxy if "://" in proxy else f"http://{proxy}"
+    for host in (entry.strip() for entry in found.get("no", "").split(",")):
+        if host == "*":
+            return {}
+        if host and (pattern := _no_proxy_pattern(host)) is not None:
+            mounts[pattern] = None
+    return {pattern: proxy for pattern, proxy in mounts.items() if _valid_pattern(pattern)}
+
+
+def _proxy_vars(environ: Mapping[str, str]) -> dict[str, str]:
+    """`{scheme: value}` of the `*_proxy` variables, as urllib's `getproxies_environment` reads them."""
+    found: dict[str, str] = {}
+    for name, value in environ.items():
+        if value and name.lower().endswith("_proxy"):
+            found[name.lower()[:-6]] = value
+    if "REQUEST_METHOD" in environ:  # a CGI request's `Proxy:` header would be HTTP_PROXY
+        found.pop("http", None)
+    for name, value in environ.items():
+        if name.endswith("_proxy"):
+            if value:
+                found[name[:-6].lower()] = value
+            else:
+                found.pop(name[:-6].lower(), None)
+    return found
+
+
+def _no_proxy_pattern(host: str) -> str | None:
+    """The URL pattern of one `NO_PROXY` entry (curl's reading, as httpx does it); None: httpx
+    skips it."""
+    if "://" in host:
+        return host
+    if _is_ip(host, ipaddress.IPv4Address):
+        return f"all://{host}"
+    if _is_ip(host, ipaddress.IPv6Address):
+        address, slash, subnet = host.partition("/")
+        return f"all://[{address}]/{subnet}" if slash else f"all://[{host}]"
+    if host.lower() == "localhost" or host.startswith("[") or (host.startswith("*.") and "/" not in host):
+        return f"all://{host}"
+    return None if "/" in host else f"all://*{host}"
+
+
+def _is_ip(host: str, kind: type[ipaddress.IPv4Address] | type[ipaddress.IPv6Address]) -> bool:
+    try:
+        kind(host.split("/")[0])
+    except ValueError:
+        return False
+    return True
+
+
+def _valid_pattern(pattern: str) -> bool:
+    """Whether httpx takes `pattern` as a mount (what its URL pattern refuses, an unusable entry)."""
+    if ":" not in pattern:
+        return False
+    try:
+        url = httpx2.URL(pattern)
+    except (httpx2.InvalidURL, ValueError, TypeError):
+        return False
+    prefix = url.path.removeprefix("/")
+    if not prefix or not (_is_ip(url.host, ipaddress.IPv4Address) or _is_ip(url.host, ipaddress.IPv6Address)):
+        return True
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    if "@" in pattern or "%" in pattern or not prefix.isdigit() or not pattern.endswith(f"{host}/{prefix}"):
+        return False
+    try:
+        ipaddress.ip_network(f"{url.host}/{prefix}", strict=False)
+    except ValueError:
+        return False
+    return True
 
 
 @asynccontextmanager
 async def _sse_streams(
-    spec: ServerSpec, auth: httpx2.Auth | None, refusals: Refusals | None, patience: Patience | None
+    spec: ServerSpec,
+    auth: httpx2.Auth | None,
+    refusals: Refusals | None,
+    patience: Patience | None,
+    launch: Launch | None,
 ) -> AsyncIterator[Streams]:
     """The streams of a legacy HTTP+SSE backend, once its stream has named where to POST."""
     assert spec.url is not None
@@ -105,7 +238,9 @@ async def _sse_streams(
         timeout: httpx2.Timeout | None = None,
         auth: httpx2.Auth | None = None,
     ) -> httpx2.AsyncClient:
-        return _http_client(headers, auth, refusals)  # HTTP_TIMEOUT, not the SDK's 5-minute idle limit
+        return _http_client(
+            headers, auth, refusals, launch
+        )  # HTTP_TIMEOUT, not the SDK's 5-minute idle limit
 
     with anyio.CancelScope(deadline=anyio.current_time() + SSE_OPEN_TIMEOUT_S) as opening:
         if patience is not None:  # a sign-in while the stream opens does not count against it

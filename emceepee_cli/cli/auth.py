@@ -56,7 +56,8 @@ class Terminal:
         return f"<Terminal browser={self.browser} shown={sorted(self.shown)}>"
 
     async def show(self, server: str, url: str) -> None:
-        from emceepee_cli.signin.flow import SIGNIN_WINDOW_S, authorization_target, open_browser
+        from emceepee_cli.signin.browser import open_browser
+        from emceepee_cli.signin.flow import SIGNIN_WINDOW_S, authorization_target
 
         self.shown.add(server)
         if self.patience is not None:

@@ -34,6 +34,7 @@ from emceepee_cli.config.model import (
     Defaults,
     FleetSettings,
     OAuthSpec,
+    PathBase,
     ServerSpec,
     expand_spec,
 )
@@ -49,24 +50,29 @@ PERMISSION_HINT = "Check the file's permissions, or point EMCEEPEE_CONFIG at ano
 _VAR_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
-def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+def load_config(
+    path: Path | None = None, environ: Mapping[str, str] | None = None, cwd: str | None = None
+) -> Config:
     """Read and check the config file; a missing file is an empty, valid config. `${VAR}` must be
-    set in `environ` (default emceepee's own; in the fleet, the host's: fleet/daemon.py)."""
+    set in `environ`, and a relative root (or `~`) is taken from `cwd` and environ's HOME (default
+    emceepee's own; in the fleet, the host's: fleet/daemon.py)."""
     path = paths.config_path(path)
     doc = read_toml(path)
+    base = PathBase(cwd, environ)
     problems = [_unknown(None, key, TOP_LEVEL, "top-level table") for key in doc if key not in TOP_LEVEL]
-    defaults, defaults_problems = _parse_defaults(doc.get("defaults", {}))
+    defaults, defaults_problems = _parse_defaults(doc.get("defaults", {}), base)
     servers, server_problems = _parse_servers(
-        doc.get("servers", {}), os.environ if environ is None else environ
+        doc.get("servers", {}), os.environ if environ is None else environ, base
     )
     fleet, fleet_problems = parse_fleet(doc.get("fleet", {}))
     found = problems + defaults_problems + server_problems + fleet_problems
     return Config(path, defaults, servers, tuple(replace(p, file=path.name) for p in found), fleet)
 
 
-def check_spec(spec: ServerSpec) -> None:
-    """Raise `ConfigError` if `spec` is not a server the config file could hold."""
-    _, problems = parse_server(spec.name, spec.to_toml())
+def check_spec(spec: ServerSpec, base: PathBase | None = None) -> None:
+    """Raise `ConfigError` if `spec` is not a server the config file could hold (its relative roots
+    taken from `base`, default emceepee's working directory)."""
+    _, problems = parse_server(spec.name, spec.to_toml(), base)
     if problems:
         hint = "Nothing was written or started; fix the value and try again."
         raise ConfigError("\n".join(str(problem) for problem in problems), hint=hint)
@@ -133,7 +139,7 @@ class _Reader:
         return self._get(key, lambda v: v in choices, f"one of {', '.join(choices)}", default)
 
 
-def _parse_defaults(raw: object) -> tuple[Defaults, list[ConfigProblem]]:
+def _parse_defaults(raw: object, where: PathBase) -> tuple[Defaults, list[ConfigProblem]]:
     if not isinstance(raw, dict):
         return Defaults(), [ConfigProblem(None, "defaults", f"must be a table (got {reprlib.repr(raw)})")]
     table = cast(dict[str, object], raw)
@@ -148,7 +154,7 @@ def _parse_defaults(raw: object) -> tuple[Defaults, list[ConfigProblem]]:
     values["pass_env"] = _pass_env(r)
     defaults = Defaults(
         **values,
-        roots=_roots(r),
+        roots=_roots(r, where),
         expose=r.choice("expose", EXPOSES, base.expose),
         approval_by=_approvers(r) or base.approval_by,
         model_adds_servers=r.choice("model_adds_servers", SERVER_CHANGES, base.model_adds_servers),
@@ -213,7 +219,7 @@ def duration_s(value: object) -> float | None:
 
 
 def _parse_servers(
-    raw: object, environ: Mapping[str, str]
+    raw: object, environ: Mapping[str, str], base: PathBase
 ) -> tuple[dict[str, ServerSpec], list[ConfigProblem]]:
     if not isinstance(raw, dict):
         message = f"must be a table of [servers.NAME] tables (got {reprlib.repr(raw)})"
@@ -221,7 +227,7 @@ def _parse_servers(
     servers: dict[str, ServerSpec] = {}
     problems: list[ConfigProblem] = []
     for name, table in cast(dict[str, object], raw).items():
-        spec, server_problems = parse_server(name, table)
+        spec, server_problems = parse_server(name, table, base)
         if spec is not None and spec.enabled:  # a disabled server needs no secrets until enabled
             server_problems = _ref_problems(spec, environ)
         if spec is not None and not server_problems:
@@ -230,8 +236,11 @@ def _parse_servers(
     return servers, problems
 
 
-def parse_server(name: str, raw: object) -> tuple[ServerSpec | None, list[ConfigProblem]]:
-    """Check one [servers.NAME] table; `${VAR}` syntax is checked, presence is not."""
+def parse_server(
+    name: str, raw: object, base: PathBase | None = None
+) -> tuple[ServerSpec | None, list[ConfigProblem]]:
+    """Check one [servers.NAME] table; `${VAR}` syntax is checked, presence is not. Its roots must
+    be directories, a relative one from `base` (default emceepee's working directory)."""
     problems = [ConfigProblem(name, None, message) for message in _name_problems(name)]
     if not isinstance(raw, dict):
         message = f"must be a table like [servers.{name}] (got {reprlib.repr(raw)})"
@@ -262,7 +271,7 @@ def parse_server(name: str, raw: object) -> tuple[ServerSpec | None, list[Config
         tools=_tool_patterns(r),
         confirm=_globs(r, "confirm", r.strings("confirm")),
         approval_by=_approvers(r),
-        roots=_roots(r),
+        roots=_roots(r, base or PathBase()),
         expose=r.choice("expose", EXPOSES),
         remote_transport=_transport(r),
         oauth=_oauth(r),
@@ -323,13 +332,14 @@ def _approvers(r: _Reader) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(names))
 
 
-def _roots(r: _Reader) -> tuple[str, ...]:
-    """The `roots` array; each must be a directory now (a typo would show a backend nothing)."""
+def _roots(r: _Reader, base: PathBase) -> tuple[str, ...]:
+    """The `roots` array, as written; each must be a directory now, seen from `base` (a typo would
+    show a backend nothing)."""
     roots = r.strings("roots")
     for path in roots:
-        if not Path(os.path.expanduser(path)).is_dir():
+        if not base.directory(path).is_dir():
             r.add("roots", f"'{path}' is not a directory; roots must be existing directories")
-    return tuple(p for p in roots if Path(os.path.expanduser(p)).is_dir())
+    return tuple(p for p in roots if base.directory(p).is_dir())
 
 
 def _check_shape(table: Mapping[str, object], r: _Reader) -> None:

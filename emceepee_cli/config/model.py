@@ -206,11 +206,33 @@ def exposure(spec: ServerSpec, defaults: Defaults) -> Expose:
     return spec.expose or defaults.expose
 
 
-def root_uris(paths: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(file:// URI, name) of each configured root directory, `~` expanded."""
+@dataclass(frozen=True)
+class PathBase:
+    """Where a path the config names starts, when it is relative or begins with `~`: emceepee's own
+    working directory and home (None), or in the fleet a host's (backends/launch.py)."""
+
+    cwd: str | None = None
+    environ: Mapping[str, str] | None = field(default=None, repr=False)  # its HOME is `~`
+
+    def home(self, path: str) -> str:
+        """`path` with a leading `~` (or `~/`) as the home: the environ's HOME, else emceepee's."""
+        home = None if self.environ is None else self.environ.get("HOME")
+        if home is None or not (path == "~" or path.startswith("~/")):
+            return os.path.expanduser(path)  # emceepee's HOME, or `~user`: the same for every host
+        return (home.rstrip("/") or "/") + path[1:]
+
+    def directory(self, path: str) -> Path:
+        """`path` (a configured root) as an absolute path, symlinks resolved."""
+        found = Path(self.home(path))
+        return (Path(self.cwd) / found if self.cwd is not None else found).resolve()
+
+
+def root_uris(paths: tuple[str, ...], base: PathBase | None = None) -> list[tuple[str, str]]:
+    """(file:// URI, name) of each configured root directory, `~` expanded and a relative one
+    taken from `base` (default emceepee's)."""
     out = []
     for path in paths:
-        resolved = Path(os.path.expanduser(path)).resolve()
+        resolved = (base or PathBase()).directory(path)
         out.append((resolved.as_uri(), resolved.name or str(resolved)))
     return out
 
@@ -221,12 +243,13 @@ def unknown_server(name: str, known: Mapping[str, object], hint: str) -> NotFoun
 
 def expand_spec(spec: ServerSpec, environ: Mapping[str, str] | None) -> ServerSpec:
     """Expand every field that may hold `${VAR}`; with environ None, only check the syntax."""
-    # expanduser only touches a leading `~`, so `--repo=~/x` is passed through as written.
-    args = tuple(os.path.expanduser(expand(f"args[{i}]", arg, environ)) for i, arg in enumerate(spec.args))
+    # Only a leading `~` is the home (the host's HOME, in the fleet): `--repo=~/x` is passed as written.
+    home = PathBase(environ=environ).home
+    args = tuple(home(expand(f"args[{i}]", arg, environ)) for i, arg in enumerate(spec.args))
     env = {key: expand(f"env.{key}", value, environ) for key, value in spec.env.items()}
     headers = {key: expand(f"headers.{key}", value, environ) for key, value in spec.headers.items()}
     url = None if spec.url is None else expand("url", spec.url, environ)
-    cwd = None if spec.cwd is None else os.path.expanduser(expand("cwd", spec.cwd, environ))
+    cwd = None if spec.cwd is None else home(expand("cwd", spec.cwd, environ))
     oauth = None if spec.oauth is None else _expand_oauth(spec.oauth, environ)
     return replace(spec, args=args, env=env, headers=headers, url=url, cwd=cwd, oauth=oauth)
 

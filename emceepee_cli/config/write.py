@@ -22,17 +22,20 @@ from typing import Any, cast
 from emceepee_cli import locking, paths
 from emceepee_cli.config.edit import Unedited, drop_server, put_server
 from emceepee_cli.config.load import PERMISSION_HINT, check_spec, parse_server, parse_toml, read_toml
-from emceepee_cli.config.model import ServerSpec, unknown_server
+from emceepee_cli.config.model import PathBase, ServerSpec, unknown_server
 from emceepee_cli.errors import ConfigError, UsageError
 
 # How often an edit starts again because the file changed under it before giving up.
 EDIT_ATTEMPTS = 5
 
 
-def add_server(spec: ServerSpec, path: Path | None = None, *, replace: bool = False) -> Path:
-    """Add (or with `replace`, overwrite) [servers.NAME], keeping the rest of the file."""
+def add_server(
+    spec: ServerSpec, path: Path | None = None, *, replace: bool = False, base: PathBase | None = None
+) -> Path:
+    """Add (or with `replace`, overwrite) [servers.NAME], keeping the rest of the file; its relative
+    roots are checked from `base` (default emceepee's working directory)."""
     path = paths.config_path(path)
-    check_spec(spec)
+    check_spec(spec, base)
 
     def put(text: str, doc: dict[str, Any]) -> str:
         servers = _servers_table(doc, path)

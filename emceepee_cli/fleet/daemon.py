@@ -275,7 +275,7 @@ class Fleet:
         """The host's MCP session over `serve`'s server, until its EOF (or the fleet stops)."""
         log.info("host session %s: front pid %s, in %s", session, hello.front_pid, hello.cwd)
         launch = Launch(hello.env, hello.cwd)
-        config = await anyio.to_thread.run_sync(load_or_report, self.config, hello.env)
+        config = await anyio.to_thread.run_sync(load_or_report, self.config, hello.env, hello.cwd)
         for problem in config.problems:
             log.warning("host session %s: config: %s", session, problem)
         lane = FastLane(dispatch)

@@ -1,5 +1,6 @@
-"""serve's person for a remote backend's sign-in: the browser is opened, and the authorization URL
-is also a URL-mode question, so a person who only sees their desktop host sees the link.
+"""serve's person for a remote backend's sign-in: the browser is opened (in the fleet, from the
+host's environment: signin/browser.py), and the authorization URL is also a URL-mode question, so
+a person who only sees their desktop host sees the link.
 
 The question is forwarded to a host that takes URL elicitation, and parked otherwise: `emceepee
 pending` lists it, and it rides on every reply's pending block until the sign-in ends. It belongs
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 
 import anyio
 
@@ -20,7 +22,8 @@ from emceepee_cli.errors import EmceepeeError
 from emceepee_cli.events import Events
 from emceepee_cli.ids import new_id
 from emceepee_cli.questions.questions import Question, Questions
-from emceepee_cli.signin.flow import authorization_target, open_browser
+from emceepee_cli.signin.browser import open_browser
+from emceepee_cli.signin.flow import authorization_target
 from emceepee_cli.store.records import Kind
 
 CORRELATION = "sign_in"
@@ -31,10 +34,17 @@ logger = logging.getLogger(__name__)
 class SignInQuestions:
     """The `Person` (signin/flow.py) of serve's backends."""
 
-    def __init__(self, questions: Questions, events: Events, browser: bool = True) -> None:
+    def __init__(
+        self,
+        questions: Questions,
+        events: Events,
+        browser: bool = True,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         self.questions = questions
         self.events = events
         self.browser = browser
+        self.environ = environ  # in the fleet, the host's: its browser, on its display
         self.asked: dict[str, Question] = {}
 
     def __repr__(self) -> str:
@@ -42,7 +52,7 @@ class SignInQuestions:
 
     async def show(self, server: str, url: str) -> None:
         if self.browser:
-            open_browser(url)
+            open_browser(url, self.environ)
         params = {
             "mode": "url",
             "message": f"Sign in to '{server}' at {authorization_target(url)} so emceepee can reach it "

@@ -285,11 +285,12 @@ def _note_host(ctx: ServerRequestContext[Services], services: Services) -> None:
         )
 
 
-def load_or_report(path: Path, environ: Mapping[str, str] | None = None) -> Config:
+def load_or_report(path: Path, environ: Mapping[str, str] | None = None, cwd: str | None = None) -> Config:
     """The config, or (for a file that is not TOML at all) an empty one carrying the error.
-    `environ`: where `${VAR}` is looked up (default emceepee's own; in the fleet, the host's)."""
+    `environ`: where `${VAR}` is looked up, and `cwd` where a relative root starts (default
+    emceepee's own; in the fleet, the host's)."""
     try:
-        return load_config(path, environ)
+        return load_config(path, environ, cwd)
     except ConfigError as exc:
         log.error("%s", exc)
         return Config(

@@ -129,8 +129,9 @@ class _Follower:
 async def _read(services: Services, path: Path, why: str) -> Config | None:
     """The file, read and checked; None (said on stderr and as an event) if it cannot be used."""
     try:
-        launch = services.registry.launch  # in the fleet, `${VAR}` is the host's
-        config = await anyio.to_thread.run_sync(load_config, path, None if launch is None else launch.environ)
+        launch = services.registry.launch  # in the fleet, `${VAR}` and relative roots are the host's
+        environ, cwd = (None, None) if launch is None else (launch.environ, launch.cwd)
+        config = await anyio.to_thread.run_sync(load_config, path, environ, cwd)
     except ConfigError as exc:
         log.error("config reload (%s): %s; the running config is kept", why, exc)
         data = {"reason": why, "error": exc.message, "kept": "the running config"}

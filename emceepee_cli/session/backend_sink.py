@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from emceepee_cli.backends import transport
 from emceepee_cli.backends.backend import Backend, Status
 from emceepee_cli.backends.descendants import Descendants
+from emceepee_cli.backends.launch import Launch
 from emceepee_cli.backends.notifications import Heard, kept_params
 from emceepee_cli.calls.tasks import Tasks
 from emceepee_cli.errors import EmceepeeError
@@ -63,6 +64,7 @@ class SessionSink:
         *,
         views: HostViews,
         descendants: Descendants | None = None,
+        launch: Launch | None = None,
     ) -> None:
         self.journal = shared.journal
         self.events = shared.events
@@ -75,9 +77,9 @@ class SessionSink:
         self.roots = views.roots
         self.direct = views.direct  # backend tools on the host's own tools/list
         self.book = ProcessBook(shared.journal, shared.runtime, shared.instance_id, descendants)
-        self.sign_in = SignInQuestions(
-            questions, shared.events
-        )  # a remote backend's sign-in (questions/sign_in.py)
+        # a remote backend's sign-in (questions/sign_in.py): in the fleet, the host's browser opens
+        environ = None if launch is None else launch.environ
+        self.sign_in = SignInQuestions(questions, shared.events, environ=environ)
 
     def __repr__(self) -> str:
         return f"<SessionSink {self.instance_id}>"

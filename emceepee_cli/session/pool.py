@@ -68,9 +68,12 @@ class Pool:
     def __repr__(self) -> str:
         return f"<Pool instances={len(self.instances)}>"
 
-    def acquire(self, spec: ServerSpec, launch: Launch | None, user: SessionSink) -> Backend:
-        """The backend `user`'s session gets for `spec`: a running instance with its key, or a new one."""
-        key = sharing_key(spec, launch, user.instance_id)
+    def acquire(
+        self, spec: ServerSpec, launch: Launch | None, user: SessionSink, default_roots: tuple[str, ...] = ()
+    ) -> Backend:
+        """The backend `user`'s session gets for `spec` (`default_roots`: its `[defaults] roots`): a
+        running instance with its key, or a new one."""
+        key = sharing_key(spec, launch, user.instance_id, default_roots)
         instance = self.instances.get(key)
         if instance is not None and instance.backend.status == Status.FAILED:
             self._retire(instance)  # a new session tries again, as a new serve would (a fixed PATH…)

@@ -12,6 +12,7 @@ What the meta-tools ask of the backends it holds is answered by session/servers.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ from emceepee_cli.backends.ending import StopReason
 from emceepee_cli.backends.launch import Launch
 from emceepee_cli.backends.logfile import LogFolder
 from emceepee_cli.backends.start_limit import StartSlots
-from emceepee_cli.config import Config, ConfigProblem, ServerSpec, reload
+from emceepee_cli.config import Config, ConfigProblem, PathBase, ServerSpec, reload
 from emceepee_cli.config.reload import Plan
 from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.runtime import Runtime
@@ -119,7 +120,8 @@ class Registry:
             spec = replace(spec, pass_env=(*self.config.defaults.pass_env, *spec.pass_env))
         if self.pool is not None:
             pool, user = self.pool
-            backend = self.backends[spec.name] = pool.acquire(spec, self.launch, user)
+            roots = self.config.defaults.roots
+            backend = self.backends[spec.name] = pool.acquire(spec, self.launch, user, roots)
             return backend
         logs = LogFolder(self.log_dir, self.config.defaults.log_backups) if self.log_dir else None
         backend = Backend(spec, self.sink, logs, self.starts, self.launch)
@@ -171,6 +173,11 @@ class Registry:
 
     # ---- changing the set ----------------------------------------------------------------
 
+    @property
+    def base(self) -> PathBase | None:
+        """Where a relative root of a server added here starts: the host's cwd in the fleet."""
+        return None if self.launch is None else self.launch.base
+
     def check_new(self, spec: ServerSpec) -> None:
         """Refuse a server that cannot be added: its name is taken, or the config could not hold it."""
         if spec.name in self.backends:
@@ -178,14 +185,15 @@ class Registry:
                 f"Server '{spec.name}' already exists.",
                 hint=f"Remove it first with remove_server('{spec.name}').",
             )
-        config_mod.check_spec(spec)
+        config_mod.check_spec(spec, self.base)
 
     async def add(self, spec: ServerSpec, persist: bool) -> Backend:
         """Start `spec` (and save it); the backend, once ready or after a bounded wait."""
         self.check_new(spec)
         async with self.changing:  # a reload that sees the saved file finds the backend running
             if persist:  # in a thread: the file lock may be held by a CLI for a moment
-                await anyio.to_thread.run_sync(config_mod.add_server, spec, self.config.path)
+                add = functools.partial(config_mod.add_server, base=self.base)
+                await anyio.to_thread.run_sync(add, spec, self.config.path)
             backend = self._start(spec)
         await backend.wait_ready(READY_WAIT_S)
         return backend

@@ -3,9 +3,11 @@
 Every backend is offered the `roots` capability (backends start before the host connects, so the
 offer cannot depend on the host). Its answer, in order of precedence: the server's own `roots`
 from the config; else the host's roots, when the host declared `roots`; else `[defaults] roots`;
-else none. The host's roots are fetched once on its standalone channel and kept until the host
-says they changed, so a backend that asks often costs the host nothing, and a host that fails
-`roots/list` is asked again only after its next `list_changed` (its backends get the defaults).
+else none. A relative configured root (or `~`) is taken from emceepee's working directory (and
+HOME), in the fleet from the host's (backends/launch.py). The host's roots are fetched once on
+its standalone channel and kept until the host says they changed, so a backend that asks often
+costs the host nothing, and a host that fails `roots/list` is asked again only after its next
+`list_changed` (its backends get the defaults).
 A 2026-07-28 host takes no `roots/list`: its roots come in an input round of its tool call
 (session/roots_round.py) and are kept the same way. When what a backend would be answered
 changes, it is sent `notifications/roots/list_changed`.
@@ -21,6 +23,7 @@ import mcp_types as types
 
 from emceepee_cli.backends.backend import Backend, Status, configured_roots
 from emceepee_cli.backends.failures import describe
+from emceepee_cli.backends.launch import Launch
 from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.questions.host_link import HostLink
 from emceepee_cli.runtime import Runtime
@@ -34,9 +37,15 @@ RootList = list[types.Root]
 
 class Roots:
     def __init__(
-        self, defaults: Defaults, host: HostLink, runtime: Runtime, backends: Callable[[], list[Backend]]
+        self,
+        defaults: Defaults,
+        host: HostLink,
+        runtime: Runtime,
+        backends: Callable[[], list[Backend]],
+        launch: Launch | None = None,
     ) -> None:
-        self.defaults = configured_roots(defaults.roots)
+        self.launch = launch  # in the fleet, the host's: where its relative roots start
+        self.defaults = configured_roots(defaults.roots, launch)
         self.host = host
         self.runtime = runtime
         self.backends = backends
@@ -61,7 +70,7 @@ class Roots:
 
     async def _effective(self, spec: ServerSpec) -> RootList:
         if spec.roots:
-            return configured_roots(spec.roots)
+            return configured_roots(spec.roots, self.launch)
         if self._host_has_roots():
             await self._fetch_host()
         if self.host_roots is not None:  # fetched, or given in a round

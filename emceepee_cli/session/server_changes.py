@@ -13,11 +13,13 @@ model_adds_servers` says what either does when the model calls it:
 Lifecycle of an approved change: checked first (a name taken, a spec the config could not hold,
 a secret-looking value it would save: refused before anyone is asked) → asked as emceepee's own
 question (`server` "emceepee", purpose "approval", `approval.change` naming the tool, showing
-exactly what would run and only the names of env and headers) → forwarded to the host or parked
-→ a background job waits for the answer and makes the change once it is accepted. The model's
-call waits for that up to its timeout (a host that sent a progressToken hears a heartbeat
-meanwhile); past it, the model is told the request id and how a person approves, and hears the
-outcome later as a `server_change` event. Declined, expired or withdrawn: nothing started, nothing written.
+exactly what would run — in the fleet as the host's session would run it: the executable on the
+host's PATH, in the host's working directory (backends/launch.py) — and only the names of env and
+headers) → forwarded to the host or parked → a background job waits for the answer and makes
+the change once it is accepted. The model's call waits for that up to its timeout (a host that
+sent a progressToken hears a heartbeat meanwhile); past it, the model is told the request id and
+how a person approves, and hears the outcome later as a `server_change` event. Declined, expired
+or withdrawn: nothing started, nothing written.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 import anyio
 
 from emceepee_cli.backends.environment import backend_env
+from emceepee_cli.backends.launch import Launch
 from emceepee_cli.calls.call import Relay
 from emceepee_cli.config import Defaults, ServerSpec
 from emceepee_cli.config.load import RESERVED_NAME
@@ -95,11 +98,12 @@ class ServerChanges:
             if persist
             else " until emceepee stops (not saved)"
         )
+        launch = self.registry.launch
         message = (
-            f"The model asks to add server '{spec.name}', which would {runs(spec)}{saved}. "
+            f"The model asks to add server '{spec.name}', which would {runs(spec, launch=launch)}{saved}. "
             "Accept to start it, decline to refuse."
         )
-        shown = {**described(spec), "persist": persist}
+        shown = {**described(spec, launch), "persist": persist}
 
         async def make() -> dict[str, Any]:
             backend = await self.registry.add(spec, persist)
@@ -112,10 +116,10 @@ class ServerChanges:
     ) -> dict[str, Any]:
         self._refuse_if_denied("remove_server", name, f"emceepee servers remove {name}")
         self._refuse_if_awaiting(name)
-        spec = self.registry.backend(name).spec
+        spec, launch = self.registry.backend(name).spec, self.registry.launch
         message = (
-            f"The model asks to remove server '{name}' (it {runs(spec, 'runs')}): it would be stopped and "
-            "removed from emceepee's config. Accept to remove it, decline to keep it."
+            f"The model asks to remove server '{name}' (it {runs(spec, 'runs', launch)}): it would be "
+            "stopped and removed from emceepee's config. Accept to remove it, decline to keep it."
         )
 
         async def make() -> dict[str, Any]:
@@ -124,7 +128,7 @@ class ServerChanges:
             return {"removed": name, "status": status, "removed_from_config": removed_from_config}
 
         change = Change("remove_server", name, make)
-        return await self._gated(change, message, described(spec), timeout_ms, relay)
+        return await self._gated(change, message, described(spec, launch), timeout_ms, relay)
 
     def stop(self) -> None:
         """serve stops: no approval is waited for any longer; each question is withdrawn."""
@@ -266,19 +270,20 @@ def outcome(change: Change, request_id: str) -> dict[str, Any]:
     return {**out, "approval": approval}
 
 
-def described(spec: ServerSpec) -> dict[str, Any]:
+def described(spec: ServerSpec, launch: Launch | None = None) -> dict[str, Any]:
     """What a person must see to approve starting or stopping `spec`: exactly what runs — the
     executable its PATH finds, its args, cwd and env (a value can change what runs: PATH,
     NODE_OPTIONS, UV_INDEX_URL…), a value that looks like a secret hidden — and only the names of a
-    remote server's headers."""
+    remote server's headers. `launch`: the host's environment and cwd it would start from, in the
+    fleet (its cwd is then always shown: it is where the host is, not where emceepee is)."""
     if spec.url is not None:
         return {"name": spec.name, "url": spec.url, "header_names": sorted(spec.headers)}
     return {
         "name": spec.name,
         "command": spec.command,
-        "executable": executable(spec),
+        "executable": executable(spec, launch),
         "args": list(spec.args),
-        "cwd": spec.cwd,
+        "cwd": spec.cwd if launch is None else launch.cwd_for(spec.cwd),
         "env_names": sorted(spec.env),
         "env": shown_env(spec.env),
     }
@@ -293,25 +298,32 @@ def shown_env(env: dict[str, str]) -> dict[str, str]:
     }
 
 
-def executable(spec: ServerSpec) -> str | None:
+def executable(spec: ServerSpec, launch: Launch | None = None) -> str | None:
     """The program `spec.command` names on the PATH the backend would get (its own env's PATH
-    wins), or None if there is none there."""
-    path = spec.env.get("PATH", backend_env({}).get("PATH"))
-    return shutil.which(spec.command or "", path=path)
+    wins, else the host's in the fleet), or None if there is none there. A relative path
+    (`./server.sh`) is taken from where it would start (the host's cwd in the fleet)."""
+    environ = None if launch is None else launch.environ
+    path = spec.env.get("PATH", backend_env({}, (), environ).get("PATH"))
+    command = spec.command or ""
+    if launch is not None and command:
+        command = launch.command_for(command, launch.cwd_for(spec.cwd))
+    return shutil.which(command, path=path)
 
 
-def runs(spec: ServerSpec, verb: str = "run") -> str:
+def runs(spec: ServerSpec, verb: str = "run", launch: Launch | None = None) -> str:
     """`spec` in one line for a person: the whole command line, quoted as a shell would need it,
-    with anything unprintable escaped, so nothing can hide in what is shown."""
+    with anything unprintable escaped, so nothing can hide in what is shown; with `launch`, as the
+    host's session would run it (`executable`), in the host's working directory."""
     if spec.url is not None:
         headers = f" with headers {', '.join(sorted(spec.headers))}" if spec.headers else ""
         return f"{'connect' if verb == 'run' else 'connects'} to {visible(spec.url)}{visible(headers)}"
     line = f"{verb}: {visible(shlex.join([spec.command or '', *spec.args]))}"
-    found = executable(spec)
+    found = executable(spec, launch)
     if found != spec.command:
         line += f" ({visible(spec.command or '')} is {visible(found) if found else 'not found on its PATH'})"
-    if spec.cwd:
-        line += f" in {visible(spec.cwd)}"
+    cwd = spec.cwd if launch is None else launch.cwd_for(spec.cwd)
+    if cwd:
+        line += f" in {visible(cwd)}"
     if spec.env:
         pairs = ", ".join(f"{name}={value}" for name, value in shown_env(spec.env).items())
         line += f", with environment variables {visible(pairs)}"

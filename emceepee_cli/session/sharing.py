@@ -4,11 +4,13 @@ A backend instance is shared exactly when the process it would start is the same
 never changes what a backend sees: the same table in the config (after `[defaults] pass_env`), and,
 filled in from each host's environment and working directory (backends/launch.py), the same
 command as it would be run, args, environment (what backends/environment.py lets through, then the
-table's `env` with `${VAR}` filled in) and working directory; for a remote backend the same URL and
-headers. Claude Desktop's windows share every backend; two sessions in one project share; sessions
-in different projects get their own instance of each server that takes the host's working
-directory (no absolute `cwd` of its own) and share the rest. `per_host = true` gives every host
-session its own instance.
+table's `env` with `${VAR}` filled in) and working directory; for a remote backend the same URL,
+headers, proxies and CA (backends/connect.py's `network`); and the same configured roots (its own,
+else `[defaults] roots`) as resolved where each host is. Claude Desktop's windows share every
+backend; two sessions in one project share; sessions in different projects get their own
+instance of each server that takes the host's working directory (no absolute `cwd` of its own,
+or a relative root) and share the rest. `per_host = true` gives every host session its own
+instance.
 
 The key is a digest: what went into it (secrets among it) is never kept, shown nor logged.
 A table whose `${VAR}` cannot be filled in from a host's environment is keyed to that session
@@ -19,12 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from dataclasses import dataclass
 
+from emceepee_cli.backends.connect import proxies, trusted_ca
 from emceepee_cli.backends.environment import backend_env
 from emceepee_cli.backends.launch import Launch
-from emceepee_cli.config import ServerSpec
+from emceepee_cli.config import ServerSpec, root_uris
 from emceepee_cli.errors import ConfigError
 
 SHOWN_DIGITS = 12  # of the digest, in `fleet status`
@@ -41,10 +45,15 @@ class SharingKey:
         return f"{self.server}@{self.digest[:SHOWN_DIGITS]}"
 
 
-def sharing_key(spec: ServerSpec, launch: Launch | None, session: str) -> SharingKey:
+def sharing_key(
+    spec: ServerSpec, launch: Launch | None, session: str, default_roots: tuple[str, ...] = ()
+) -> SharingKey:
     """The key of `spec` (as the session's registry starts it) for a host whose environment and
-    working directory are `launch` (None: the fleet's own, as in-process)."""
-    parts: dict[str, object] = {"table": spec.to_toml()}
+    working directory are `launch` (None: the fleet's own, as in-process), whose config's
+    `[defaults] roots` are `default_roots`."""
+    base = None if launch is None else launch.base
+    roots = [uri for uri, _ in root_uris(spec.roots or default_roots, base)]
+    parts: dict[str, object] = {"table": spec.to_toml(), "roots": roots}
     if spec.per_host:
         parts["session"] = session
     try:
@@ -60,7 +69,8 @@ def _what_runs(spec: ServerSpec, launch: Launch | None) -> dict[str, object]:
     environ = None if launch is None else launch.environ
     full = spec.expanded(environ)
     if full.remote:
-        return {"url": full.url, "headers": full.headers}
+        seen = os.environ if environ is None else environ
+        return {"url": full.url, "headers": full.headers, "proxies": proxies(seen), "ca": trusted_ca(seen)}
     assert full.command is not None
     cwd, command = full.cwd, full.command
     if launch is not None:

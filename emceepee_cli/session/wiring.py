@@ -186,7 +186,7 @@ def build(
 
     shared = Shared(journal, events, runtime, defaults, instance_id)
     questions = Questions(shared, policy=policy, host=host, log=heard.log)
-    roots = Roots(defaults, host, runtime, lambda: list(backends.values()))
+    roots = Roots(defaults, host, runtime, lambda: list(backends.values()), launch)
     tasks = Tasks(
         shared, questions, backends=backends.get, install_key=_install_key(), roots=roots.for_backend
     )
@@ -198,7 +198,7 @@ def build(
     direct = Direct(backends, defaults, host, runtime)
     descendants = Descendants(journal, runtime, instance_id, alone=launch is None)
     views = HostViews(native=native, direct=direct, roots=roots)
-    sink = SessionSink(shared, heard, questions, tasks, views=views, descendants=descendants)
+    sink = SessionSink(shared, heard, questions, tasks, views=views, descendants=descendants, launch=launch)
     registry = Registry(
         config,
         runtime,

@@ -9,9 +9,10 @@ challenge's, else `scopes_supported`, else none; `offline_access` when offered);
 `insufficient_scope`; refreshes. emceepee gives it what it cannot know:
 
 - where tokens are kept (`store.TokenStore`: one 0600 file per server, never the config or journal);
-- a `Person` who is shown the authorization URL (a terminal prints it; serve opens the browser
-  and parks a URL question, forwarded to a host that takes URL elicitation) and the loopback
-  listener the redirect lands on (`loopback.Loopback`), bound for that sign-in only;
+- a `Person` who is shown the authorization URL (a terminal prints it; serve opens the browser,
+  signin/browser.py, and parks a URL question, forwarded to a host that takes URL elicitation)
+  and the loopback listener the redirect lands on (`loopback.Loopback`), bound for that sign-in
+  only;
 - a refresh a minute before the access token expires, also after a restart (the SDK knows an
   expiry only for tokens it obtained itself; the adapter is `_expire_early`).
 
@@ -23,9 +24,7 @@ last response, after any sign-in: a 401 or 403 there is the server refusing for 
 from __future__ import annotations
 
 import math
-import threading
 import time
-import webbrowser
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Protocol, cast
 from urllib.parse import urlsplit
@@ -63,19 +62,6 @@ class Person(Protocol):
 
     async def done(self, server: str, signed_in: bool) -> None:
         """The sign-in ended (signed in, or not)."""
-
-
-def open_browser(url: str) -> None:
-    """Open `url` in the person's browser, in the background (`$BROWSER` is honoured): a browser
-    command may not return until the page it opened is answered, which happens on the listener."""
-    threading.Thread(target=_open, args=(url,), name="emceepee-browser", daemon=True).start()
-
-
-def _open(url: str) -> None:
-    try:
-        webbrowser.open(url)
-    except Exception:  # noqa: BLE001 - no browser is not an error: the URL is shown anyway
-        return
 
 
 def signs_in(spec: ServerSpec) -> bool:
