@@ -12,12 +12,12 @@ the front that started this fleet holds it → write `ready PID` to that front's
   fails is logged and ends alone. A hello naming the session its front had in a fleet that died
   (`previous`) takes over that session's suspended calls and undelivered events;
 - once no host has had a session for `[fleet] idle_exit` (`FIRST_HOST_S` at least before the
-  first one) and no connection is open: take the start lock (held: a front is starting a fleet, so wait a little more),
-  remove the socket, close what connected meanwhile (its front starts a new fleet), and exit,
-  keeping the start lock until then so no front starts one meanwhile;
+  first one) and no connection is open: take the start lock (held: a front is starting a fleet,
+  so wait a little more), remove the socket, close what connected meanwhile (its front starts a
+  new fleet), and exit, keeping the start lock until then so no front starts one meanwhile;
 - on SIGTERM or SIGINT, or `emceepee fleet stop`: remove the socket, end every session (as `serve`
-  ends on them: bounded), stop the backends, and exit (each front then starts a new fleet). SIGHUP changes nothing: each session follows the config file
-  itself.
+  ends on them: bounded), stop the backends, and exit (each front then starts a new fleet). SIGHUP
+  changes nothing: each session follows the config file itself.
 
 A connection whose first line is a control request instead of a hello (`emceepee fleet status`,
 `fleet stop`, and `answer`'s poke) is answered and closed: fleet/control.py.

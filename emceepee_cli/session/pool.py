@@ -6,8 +6,9 @@ names come from one `Pool`, keyed by `sharing_key` (session/sharing.py). Lifecyc
 
 - `acquire`: the first session whose server has this key starts it, in the fleet's task group (it
   outlives that session); later ones attach to it, warm — unless it failed: a new session starts a
-  new instance, as a new `serve` would (the user may have fixed what failed it). A session attaching to one already past
-  its start hears where it is (as if it had just connected), so its host's lists and events see it.
+  new instance, as a new `serve` would (the user may have fixed what failed it). A session
+  attaching to one already past its start hears where it is (as if it had just connected), so its
+  host's lists and events see it.
 - `release`: a session leaves it. One that leaves because the host closed its session (`why`
   None) leaves it warm for `linger_s` (`[fleet] idle_exit`) should no other session use it, then
   it stops; one that leaves because its table changed or went (`why`), as the last user, stops it at
