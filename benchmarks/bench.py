@@ -114,6 +114,7 @@ def direct_client(errlog: TextIO) -> Client:
 def emceepee_client(home: Path, config: Path, errlog: TextIO) -> Client:
     env = {k: v for k, v in os.environ.items() if k not in ("EMCEEPEE_CONFIG", "EMCEEPEE_DB")}
     env["EMCEEPEE_HOME"] = str(home)
+    env["EMCEEPEE_FLEET"] = "0"  # serve in-process: benchmarks/fleet.py weighs the fleet against it
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "emceepee_cli", "serve", "--config", str(config)],

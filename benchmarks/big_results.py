@@ -102,6 +102,7 @@ async def main(mb: float, calls: int, slow_lane: bool, budget: float | None) -> 
         config.write_text(hostile_table("h", "--compact"))
         env = {k: v for k, v in os.environ.items() if k not in ("EMCEEPEE_CONFIG", "EMCEEPEE_DB")}
         env["EMCEEPEE_HOME"] = home
+        env["EMCEEPEE_FLEET"] = "0"  # serve's own RSS: in-process (the fleet would hold the results)
         if budget is not None:
             env["EMCEEPEE_RESULT_BUDGET_MB"] = str(budget)
         if slow_lane:

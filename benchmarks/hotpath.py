@@ -152,6 +152,7 @@ def emceepee_argv(
     config.write_text(tables(backends, backend))
     env = {k: v for k, v in os.environ.items() if k not in ("EMCEEPEE_CONFIG", "EMCEEPEE_DB")}
     env["EMCEEPEE_HOME"] = str(home)
+    env["EMCEEPEE_FLEET"] = "0"  # serve in-process: benchmarks/fleet.py weighs the fleet against it
     return [sys.executable, "-m", "emceepee_cli", "serve", "--config", str(config)], env
 
 

@@ -83,7 +83,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="emceepee-startup-") as folder:
         home = Path(folder) / "home"
         prepare(home)
-        base = {**os.environ, "EMCEEPEE_HOME": str(home)}
+        base = {**os.environ, "EMCEEPEE_HOME": str(home), "EMCEEPEE_FLEET": "0"}  # no fleet left behind
         print(
             f"python {sys.version.split()[0]}, {os.cpu_count()} cores, {runs} runs each (after one warm-up)"
         )

@@ -120,9 +120,13 @@ def places(folder: Path) -> list[Place]:
     return [Place(folder, sock.name.removesuffix(".sock")) for sock in found]
 
 
+DEFAULT = "the default"  # who says the fleet is on when nobody does
+
+
 def switch(config_path: Path, enabled: bool | None) -> tuple[bool, str]:
     """Whether the fleet is on for the config at `config_path`, whose [fleet] enabled is `enabled`,
-    and who said so ("": nobody, so it is off). EMCEEPEE_FLEET=0 and `enabled = false` win over a yes."""
+    and who said so (`DEFAULT`: nobody, so it is on). EMCEEPEE_FLEET=0 and `enabled = false` win
+    over a yes."""
     said = os.environ.get(SWITCH)
     if said == "0":
         return False, f"{SWITCH}=0"
@@ -132,7 +136,7 @@ def switch(config_path: Path, enabled: bool | None) -> tuple[bool, str]:
         return True, f"{SWITCH}=1"
     if enabled is True:
         return True, f"[fleet] enabled = true in {config_path}"
-    return False, ""
+    return True, DEFAULT
 
 
 def prepare(where: Place) -> bool:

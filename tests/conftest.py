@@ -24,6 +24,9 @@ def emceepee_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EMCEEPEE_HOME", str(home))
     monkeypatch.delenv("EMCEEPEE_CONFIG", raising=False)
     monkeypatch.delenv("EMCEEPEE_DB", raising=False)
+    # `serve` in-process unless a test says otherwise (tests/fleet/fronts.py sets EMCEEPEE_FLEET=1):
+    # what most tests look at (its pid's children, its stderr, a kill -9 of it) is serve's own.
+    monkeypatch.setenv("EMCEEPEE_FLEET", "0")
     return home
 
 

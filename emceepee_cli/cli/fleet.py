@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 ANSWER_S = 5.0  # a fleet answers a control request at once; a loaded machine is slow
 STOP_S = 30.0  # a fleet ends its hosts' sessions within ~13 s (server/app.py's bounds), then exits
 STOP_POLL_S = 0.05
-TURN_ON = "EMCEEPEE_FLEET=1 in the host's entry for emceepee, or [fleet] enabled = true in the config"
 
 app = typer.Typer(
     help="The per-user process every host's serve relays to when the fleet is on: its status, or stop it.",
@@ -133,12 +132,12 @@ def _wait_gone(where: Place, pid: int) -> None:
 
 
 def _switch(config_path: Path) -> dict[str, Any]:
-    """Whether the fleet is on for this config, and who said so (None: nobody; it is off)."""
+    """Whether the fleet is on for this config, and who said so ("the default" when nobody did)."""
     from emceepee_cli import rendezvous
     from emceepee_cli.config.load import fleet_settings
 
     on, said = rendezvous.switch(config_path, fleet_settings(config_path).enabled)
-    return {"on": on, "said_by": said or None}
+    return {"on": on, "said_by": said}
 
 
 def _none_runs(config_path: Path) -> None:
@@ -146,10 +145,8 @@ def _none_runs(config_path: Path) -> None:
     switch = _switch(config_path)
     if switch["on"]:
         render.note(f"The fleet is on ({switch['said_by']}): a host's emceepee serve starts one.")
-    elif switch["said_by"]:
-        render.note(f"The fleet is off ({switch['said_by']}): each emceepee serve runs in-process.")
     else:
-        render.note(f"The fleet is off (it is opt-in): each emceepee serve runs in-process. On: {TURN_ON}.")
+        render.note(f"The fleet is off ({switch['said_by']}): each emceepee serve runs in-process.")
 
 
 def _show(found: dict[str, Any]) -> None:

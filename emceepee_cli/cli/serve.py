@@ -1,5 +1,5 @@
-"""`emceepee serve`: the MCP server on stdio, as an MCP host starts it: in-process, or (opt-in for
-now: EMCEEPEE_FLEET=1) as a relay to the per-user fleet (emceepee_cli/fleet/front.py)."""
+"""`emceepee serve`: the MCP server on stdio, as an MCP host starts it: a relay to the per-user
+fleet (emceepee_cli/fleet/front.py), or in-process when the fleet is off or out of reach."""
 
 from __future__ import annotations
 

@@ -144,10 +144,10 @@ class Defaults:
 
 @dataclass(frozen=True)
 class FleetSettings:
-    """The [fleet] table (experimental): whether `serve` goes through the per-user fleet
+    """The [fleet] table: whether `serve` goes through the per-user fleet
     (emceepee_cli/fleet/front.py), and how long the fleet stays once its last host has gone."""
 
-    enabled: bool | None = None  # None: not said; for now serve runs in-process unless EMCEEPEE_FLEET=1
+    enabled: bool | None = None  # None: not said, so on (unless EMCEEPEE_FLEET=0)
     idle_exit_s: float = 600.0  # `idle_exit = "10m"`; 0: the fleet exits with its last host
 
 

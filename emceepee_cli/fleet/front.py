@@ -1,9 +1,8 @@
 """`serve` as the front: a thin relay to the per-user fleet, or `serve` in-process as before.
 
-Whether the fleet is used (`choice`): `EMCEEPEE_FLEET=1` or `[fleet] enabled = true` asks for it
-(it is opt-in for now); `EMCEEPEE_FLEET=0` or `[fleet] enabled = false` refuses it, and wins over
-a yes; so does a platform without Unix sockets. Asked for by nobody, `serve` runs in-process and
-says nothing about the fleet.
+Whether the fleet is used (`choice`): it is, unless `EMCEEPEE_FLEET=0` or `[fleet] enabled = false`
+says no (either wins over a yes: `EMCEEPEE_FLEET=1`, `enabled = true`), or the platform has no Unix
+sockets; then `serve` runs in-process, saying why once on stderr.
 
 Used, the front connects to the fleet for its config and journal, starting one if none runs
 (fleet/starter.py), says on stderr which fleet it reached, and relays lines between the host's
@@ -32,10 +31,10 @@ from emceepee_cli.fleet.relay import Relay
 
 
 def choice(config_path: Path) -> tuple[bool, str | None]:
-    """Whether to serve through the fleet; when not, why (None: nobody asked for it)."""
+    """Whether to serve through the fleet (it is on unless someone said no); when not, why."""
     on, said = rendezvous.switch(config_path, fleet_settings(config_path).enabled)
     if not on:
-        return False, said or None
+        return False, said
     if sys.platform == "win32" or not hasattr(socket, "AF_UNIX"):
         return False, "this platform has no Unix sockets"
     return True, None

@@ -269,12 +269,11 @@ def fleet_checks(config_path: Path, db: Path) -> list[Check]:
     from emceepee_cli.config.load import fleet_settings
 
     on, said = rendezvous.switch(config_path, fleet_settings(config_path).enabled)
-    how = f"EMCEEPEE_FLEET=1 in the host's entry for emceepee, or [fleet] enabled = true in {config_path}"
     if on:
         checks = [Check("fleet", "switch", "ok", f"on ({said}): each host's serve relays to the fleet")]
     else:
-        detail = f"off ({said or 'it is opt-in'}): each host's serve runs in-process"
-        checks = [Check("fleet", "switch", "note", detail, None if said else f"to turn it on: {how}")]
+        detail = f"off ({said}): each host's serve runs in-process"
+        checks = [Check("fleet", "switch", "note", detail)]
     where = rendezvous.place(config_path.absolute(), db.absolute())
     folder = _runtime_check(where, on)
     checks.append(folder)

@@ -102,6 +102,8 @@ async def front(
     environ = {**os.environ, **(env or {})}
     if fleet is not None:
         environ["EMCEEPEE_FLEET"] = fleet
+    else:  # as a user's host starts it: nobody says
+        environ.pop("EMCEEPEE_FLEET", None)
     argv = [
         *prefix,
         *(sys.executable, *python_flags, "-m", "emceepee_cli", "serve", "--config", str(config)),

@@ -82,7 +82,11 @@ async def test_fleet_status_json_shape_is_pinned(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert set(out) == {"fleet", "socket", "on", "said_by"}
-    assert (out["socket"], out["on"], out["said_by"]) == (str(place_of(config).sock), False, None)
+    assert (out["socket"], out["on"], out["said_by"]) == (
+        str(place_of(config).sock),
+        False,
+        "EMCEEPEE_FLEET=0",
+    )
     status = out["fleet"]
     assert set(status) == STATUS_KEYS
     assert (status["pid"], status["version"], status["socket"]) == (fleet, __version__, out["socket"])
@@ -117,10 +121,14 @@ async def test_fleet_status_and_stop_without_a_fleet_say_so_and_exit_0(tmp_path:
     config = fleet_config(tmp_path / "config.toml")
     status = await _in_thread("fleet", "status", "--config", str(config))
     on = await _in_thread("fleet", "status", "--json", "--config", str(config), env=ON)
+    unsaid = await anyio.to_thread.run_sync(
+        lambda: run_cli("fleet", "status", "--json", "--config", str(config), env=_without_switch())
+    )
     stop = await _in_thread("fleet", "stop", "--config", str(config))
     assert status.returncode == 0 and on.returncode == 0 and stop.returncode == 0, status.stderr
     assert f"No fleet runs for this config ({config.absolute()})." in status.stdout
-    assert "The fleet is off (it is opt-in)" in status.stderr and "EMCEEPEE_FLEET=1" in status.stderr
+    assert "The fleet is off (EMCEEPEE_FLEET=0)" in status.stderr
+    assert json.loads(unsaid.stdout)["said_by"] == "the default" and json.loads(unsaid.stdout)["on"]
     assert json.loads(on.stdout) == {
         "fleet": None,
         "socket": str(place_of(config).sock),
@@ -246,8 +254,7 @@ async def test_doctor_reports_the_fleet(tmp_path: Path) -> None:
                 loose = await _in_thread(*doctor, env=ON)
             finally:
                 where.folder.chmod(0o700)
-    assert off["switch"]["state"] == "note" and off["switch"]["detail"].startswith("off (it is opt-in)")
-    assert "EMCEEPEE_FLEET=1" in off["switch"]["fix"]
+    assert off["switch"]["state"] == "note" and off["switch"]["detail"].startswith("off (EMCEEPEE_FLEET=0)")
     assert off[str(where.folder)]["state"] == "note"  # not made yet
     assert on["switch"] == {
         "area": "fleet",
@@ -316,3 +323,8 @@ async def test_status_requests_neither_keep_the_fleet_past_its_idle_exit_nor_end
                 continue
             asked += 1
     assert asked > 1
+
+
+def _without_switch() -> dict[str, str]:
+    """The environment as a user's terminal has it: nobody says whether the fleet is on."""
+    return {k: v for k, v in os.environ.items() if k != "EMCEEPEE_FLEET"}

@@ -148,13 +148,13 @@ async def test_a_fleet_turned_off_serves_in_process_and_says_so_once(
     assert fleets_of(tmp_path / "emceepee-home") == []
 
 
-async def test_serve_says_nothing_of_the_fleet_when_nobody_asks_for_it(tmp_path: Path) -> None:
+async def test_serve_goes_through_the_fleet_when_nobody_says_otherwise(tmp_path: Path) -> None:
     config = fleet_config(tmp_path / "config.toml")
     with anyio.fail_after(60):
         async with front(config, tmp_path / "a.err", fleet=None) as a:
-            assert int(await a.call("pid")) > 0
-    assert "fleet" not in a.said
-    assert not (tmp_path / "emceepee-home" / "run").exists()
+            fleet, _ = await a.reached()
+            assert _parent(int(await a.call("pid"))) == fleet
+    assert NO_FLEET not in a.said
 
 
 async def test_an_unwritable_runtime_folder_makes_serve_run_in_process_and_say_so_once(
