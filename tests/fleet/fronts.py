@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,3 +165,48 @@ class AskedHost(LineHost):
 
     async def answer(self, request: dict[str, Any], result: dict[str, Any]) -> None:
         await self.write({"jsonrpc": "2.0", "id": request["id"], "result": result})
+
+
+@contextmanager
+def home_of_another_user_in_reach() -> Iterator[Path]:
+    """An emceepee home under /tmp that user 65534 may walk (set as EMCEEPEE_HOME meanwhile by the
+    caller), removed at the end: a socket in it can be offered to another user."""
+    home = Path(tempfile.mkdtemp(prefix="emceepee-", dir="/tmp"))
+    home.chmod(0o711)
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@contextmanager
+def open_to_everyone(where: rendezvous.Place) -> Iterator[None]:
+    """The fleet's folder and socket opened to every user for a while: only the fleet's own peer
+    check is left to refuse another user."""
+    where.folder.chmod(0o711)
+    where.sock.chmod(0o666)
+    try:
+        yield
+    finally:
+        where.sock.chmod(0o600)
+        where.folder.chmod(0o700)
+
+
+def as_nobody(where: rendezvous.Place, line: bytes) -> bytes:
+    """What the fleet answers `line` from user 65534 (a process that becomes it once started)."""
+    probe = (
+        "import os, socket, sys\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(10)\n"
+        "s.connect(sys.argv[1])\n"
+        "try:\n"
+        "    s.sendall(sys.argv[2].encode())\n"
+        "    sys.stdout.buffer.write(s.recv(4096))\n"
+        "except (BrokenPipeError, ConnectionResetError):  # closed before reading the line\n"
+        "    pass\n"
+    )
+    assert len(str(where.sock)) <= rendezvous.SUN_PATH_MAX
+    argv = [sys.executable, "-c", probe, str(where.sock), line.decode()]
+    done = subprocess.run(argv, capture_output=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -21,7 +19,15 @@ import pytest
 
 from emceepee_cli import __version__, paths, rendezvous
 from emceepee_cli.fleet.hello import Hello
-from tests.fleet.fronts import fleet_config, fleets_of, front, place_of
+from tests.fleet.fronts import (
+    as_nobody,
+    fleet_config,
+    fleets_of,
+    front,
+    home_of_another_user_in_reach,
+    open_to_everyone,
+    place_of,
+)
 from tests.support import alive, run_cli, until
 
 pytestmark = pytest.mark.anyio
@@ -83,49 +89,19 @@ async def test_the_fleet_refuses_a_hello_of_another_version_or_files_or_shape(tm
 async def test_the_fleet_refuses_a_peer_of_another_user(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    home = Path(tempfile.mkdtemp(prefix="emceepee-", dir="/tmp"))  # a path user 65534 may walk
-    home.chmod(0o711)
-    monkeypatch.setenv("EMCEEPEE_HOME", str(home))
-    config = fleet_config(tmp_path / "config.toml")
-    where = place_of(config)
-    line = _hello(config).line()
-    try:
+    with home_of_another_user_in_reach() as home:
+        monkeypatch.setenv("EMCEEPEE_HOME", str(home))
+        config = fleet_config(tmp_path / "config.toml")
+        where = place_of(config)
         with anyio.fail_after(60):
             async with front(config, tmp_path / "a.err") as a:
                 await a.reached()
-                where.folder.chmod(0o711)  # let user 65534 reach the socket: the fleet's own check is left
-                where.sock.chmod(0o666)
-                try:
-                    stranger = await anyio.to_thread.run_sync(_as_nobody, where, line)
-                finally:
-                    where.sock.chmod(0o600)
-                    where.folder.chmod(0o700)
+                with open_to_everyone(where):
+                    stranger = await anyio.to_thread.run_sync(as_nobody, where, _hello(config).line())
                 assert await a.call("echo", text="unharmed") == "unharmed"
         log = (home / "data" / "logs" / "fleet.log").read_text()
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
     assert stranger == b""  # closed without a word
     assert "refused a connection: the front on the fleet's socket runs as user 65534" in log
-
-
-def _as_nobody(where: rendezvous.Place, line: bytes) -> bytes:
-    """What the fleet answers a hello from user 65534 (a process that becomes it once started)."""
-    probe = (
-        "import os, socket, sys\n"
-        "os.setgid(65534); os.setuid(65534)\n"
-        "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(10)\n"
-        "s.connect(sys.argv[1])\n"
-        "try:\n"
-        "    s.sendall(sys.argv[2].encode())\n"
-        "    sys.stdout.buffer.write(s.recv(4096))\n"
-        "except (BrokenPipeError, ConnectionResetError):  # closed before reading the hello\n"
-        "    pass\n"
-    )
-    assert len(str(where.sock)) <= rendezvous.SUN_PATH_MAX
-    argv = [sys.executable, "-c", probe, str(where.sock), line.decode()]
-    done = subprocess.run(argv, capture_output=True, timeout=30)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def _fleet_log(tmp_path: Path) -> str:
