@@ -11,8 +11,9 @@ line longer than `HOST_LINE_BYTES` (the fleet refuses such a line anyway) goes o
 
 Lifecycle:
 
-- the host's EOF on stdin shuts the socket's write side: the fleet ends this host's session as
-  `serve` ends at EOF (its calls interrupted, its backends stopped), then closes the connection,
+- the host's EOF on stdin (once the host's requests in flight are answered, `EOF_ANSWERS_S` at
+  most; a signal does not wait) shuts the socket's write side: the fleet ends this host's session as
+  `serve` ends at EOF (its calls interrupted; its backends left to the pool), then closes it,
   and the front exits 0 once it has written all that came before. Should the fleet not close
   within `CLOSE_WAIT_S`, the front exits all the same;
 - SIGTERM or SIGINT does what EOF does, as `serve` stops its backends on them;
@@ -50,6 +51,7 @@ HOST_LINE_BYTES = 64 * 1024 * 1024  # the fleet's own bound on a host's line (se
 CRASH_DEATHS = 3  # this many deaths of the fleet within CRASH_WINDOW_S end the front
 CRASH_WINDOW_S = 60.0
 REPLAY_S = 30.0  # for the new fleet's answer to the replayed initialize
+EOF_ANSWERS_S = 2.0  # at the host's EOF, the longest its requests in flight are waited for
 
 Reconnect = Callable[[str], Connection]  # the previous session → a connection to a fleet
 
@@ -123,6 +125,9 @@ class Relay:
                 self._forward(piece, kind)
         if lines.buffer:  # a last line without its newline
             self._forward(bytes(lines.buffer), WHOLE)
+        # A host that wrote its requests and closed stdin at once (`serve < requests.jsonl`) still
+        # reads the answers: those that come quickly are let through before the session ends.
+        self.book.wait_answered(EOF_ANSWERS_S)
         self._host_ended()
 
     def _forward(self, piece: bytes, kind: str) -> None:

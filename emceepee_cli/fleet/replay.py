@@ -154,6 +154,7 @@ class Book:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # the host's thread and the fleet's both write here
+        self._answered_one = threading.Condition(self._lock)  # for `wait_answered`
         # the host's requests (by `correlated` id) → their ids as sent and methods
         self.in_flight: dict[RequestId, tuple[RequestId, str]] = {}
         self.asked: set[RequestId] = set()  # the fleet's requests the host has not answered
@@ -269,6 +270,7 @@ class Book:
             key = correlated(request_id)
             flight = self.in_flight.pop(key, None) if private is None else None
             raw = self._initializing.pop(key, None) if flight is not None else None
+            self._answered_one.notify_all()
         if private == "initialize":
             self.replayed = _initialize_answer(line)
         if raw is not None and line is not None:
@@ -304,7 +306,14 @@ class Book:
                     continue
                 self._initializing.pop(key, None)
                 answers.append(lost_answer(request_id, method))
+            self._answered_one.notify_all()
         return answers
+
+    def wait_answered(self, timeout_s: float) -> bool:
+        """Wait until the fleet has answered every request of the host's in flight, at most
+        `timeout_s`; whether it has."""
+        with self._answered_one:
+            return self._answered_one.wait_for(lambda: not self.in_flight, timeout_s)
 
     def replay(self) -> Replay:
         """What a new fleet is sent to take up this host's session (`replayed` is then awaited)."""

@@ -4,17 +4,19 @@ from the fleet makes it serve in-process, saying so once."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import socket
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
 from emceepee_cli import processes, rendezvous
-from tests.fleet.fronts import NO_FLEET, fleet_config, fleets_of, front, place_of
+from tests.fleet.fronts import NO_FLEET, REACHED, fleet_config, fleets_of, front, place_of
 from tests.support import AS_OWNER_PREFIX, alive, until
 
 pytestmark = pytest.mark.anyio
@@ -245,3 +247,33 @@ async def test_sigterm_to_a_front_ends_its_session_and_the_front_exits_0(tmp_pat
             assert await a.process.wait() == 0
             await until(lambda: not alive(backend))
         await until(lambda: not alive(fleet))
+
+
+async def test_a_host_that_writes_its_requests_and_closes_stdin_at_once_gets_every_answer(
+    tmp_path: Path,
+) -> None:
+    config = fleet_config(tmp_path / "config.toml")
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "f", "version": "0"}}
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "list_servers", "arguments": {}},
+        },
+    ]
+    given, got = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    given.write_text("".join(json.dumps(r) + "\n" for r in requests) + "not json\n")
+    argv = [sys.executable, "-m", "emceepee_cli", "serve", "--config", str(config)]
+    with given.open("rb") as stdin, got.open("wb") as stdout, anyio.fail_after(60):
+        done = await anyio.run_process(
+            argv, stdin=stdin, stdout=stdout, check=False, env={**os.environ, "EMCEEPEE_FLEET": "1"}
+        )
+    answers = {a.get("id"): a for a in map(json.loads, got.read_text().splitlines())}
+    assert done.returncode == 0, done.stderr
+    assert sorted(answers, key=str) == [1, 2, 3, None]
+    assert "execute_tool" in {tool["name"] for tool in answers[2]["result"]["tools"]}
+    assert REACHED.search(done.stderr.decode())
