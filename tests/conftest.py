@@ -52,7 +52,7 @@ def forget_secrets() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def fleets_stopped(emceepee_home: Path) -> Iterator[None]:
     yield
-    home = Path(os.environ["EMCEEPEE_HOME"])  # the test's own, should it have moved it
+    home = Path(os.environ.get("EMCEEPEE_HOME") or emceepee_home)  # the test's own, should it have moved it
     running = [pid for pid in fleets_of(home) if alive(pid)]
     for pid in running:
         os.kill(pid, signal.SIGTERM)

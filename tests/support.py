@@ -143,6 +143,15 @@ def as_pending_row(fields: Mapping[str, object]) -> PendingRow:
     return cast(PendingRow, dict(fields))
 
 
+def home_env() -> dict[str, str]:
+    """The least environment a `serve` of this test needs: its emceepee home, and the fleet switch
+    the test runs under (off unless the test says: tests/conftest.py)."""
+    return {
+        "EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"],
+        "EMCEEPEE_FLEET": os.environ.get("EMCEEPEE_FLEET", "0"),
+    }
+
+
 def serve_command(config: Path) -> list[str]:
     return [sys.executable, "-m", "emceepee_cli", "serve", "--config", str(config)]
 
@@ -176,7 +185,7 @@ def serving(
     params = StdioServerParameters(
         command=sys.executable,
         args=serve_command(config)[1:],
-        env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"], **(env or {})},
+        env={**home_env(), **(env or {})},
     )
     return Client(params, mode=mode, **host)
 

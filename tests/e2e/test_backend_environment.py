@@ -12,7 +12,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.support import hostile_table, serve_command, still_answering, texts, write_config
+from tests.support import home_env, hostile_table, serve_command, still_answering, texts, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +36,7 @@ async def backend_sees(config: Path, server: str) -> set[str]:
     params = StdioServerParameters(
         command=sys.executable,
         args=serve_command(config)[1:],
-        env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"], "PATH": os.environ["PATH"], **HOST_ENV},
+        env={**home_env(), "PATH": os.environ["PATH"], **HOST_ENV},
     )
     async with Client(params, mode="legacy") as client:
         with anyio.fail_after(30):

@@ -9,7 +9,6 @@ and holds a second call in flight on a gate the test opens, to see what the faul
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from mcp import Client, StdioServerParameters
 
 from tests.support import (
     Gate,
+    home_env,
     hostile_table,
     next_event,
     payload,
@@ -40,7 +40,7 @@ def serving_lane(config: Path, fast: bool) -> Client:
     params = StdioServerParameters(
         command=sys.executable,
         args=serve_command(config)[1:],
-        env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"], "EMCEEPEE_FAST_LANE": "1" if fast else "0"},
+        env={**home_env(), "EMCEEPEE_FAST_LANE": "1" if fast else "0"},
     )
     return Client(params, mode="legacy")
 

@@ -10,7 +10,6 @@ tests/backends/asking.py: `get_sum` beside `ask` (a form) and `sample` (an LLM r
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,17 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.support import ROOT, envelope, payload, run_cli, serve_command, texts, until_ready, write_config
+from tests.support import (
+    ROOT,
+    envelope,
+    home_env,
+    payload,
+    run_cli,
+    serve_command,
+    texts,
+    until_ready,
+    write_config,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +59,7 @@ def host(config: Path, fast: bool) -> Client:
     params = StdioServerParameters(
         command=sys.executable,
         args=serve_command(config)[1:],
-        env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"], "EMCEEPEE_FAST_LANE": "1" if fast else "0"},
+        env={**home_env(), "EMCEEPEE_FAST_LANE": "1" if fast else "0"},
     )
     return Client(params, mode="legacy")
 

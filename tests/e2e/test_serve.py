@@ -12,7 +12,17 @@ import anyio.abc
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.support import RawHost, alive, example_table, payload, serve_command, text_of, texts, write_config
+from tests.support import (
+    RawHost,
+    alive,
+    example_table,
+    home_env,
+    payload,
+    serve_command,
+    text_of,
+    texts,
+    write_config,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +40,7 @@ def serve_params(config: Path) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "emceepee_cli", "serve", "--config", str(config)],
-        env={"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"]},
+        env={**home_env()},
     )
 
 
