@@ -304,7 +304,12 @@ class Fleet:
     async def _control(self, conn: socket.socket, request: ControlRequest) -> None:
         """Answer a control request (fleet/control.py); a `stop` is carried out once answered."""
         log.info("control request: %s", request.op)
-        await _send(conn, control.answer_line(self, request))
+        try:
+            answer = control.answer_line(self, request)
+        except Exception as exc:  # the command line hears that, not that no fleet runs
+            log.exception("could not answer the control request %s", request.op)
+            answer = refusal_line(f"the fleet failed to answer {request.op!r} ({exc!r}); see its log")
+        await _send(conn, answer)
         if request.op == "stop" and request.version == __version__ and self._stop_asked is not None:
             self._stop_asked.set()
 
@@ -356,8 +361,14 @@ class Fleet:
             grace = IDLE_RETRY_S
 
     def _leave_when_idle(self) -> bool:
-        """Stop listening, under the start lock; False when a front holds it (it is coming)."""
-        self._start_lock = rendezvous.take_start_lock(self.where)
+        """Stop listening, under the start lock; False when a front holds it (it is coming). A lock
+        that cannot be opened any more (the runtime folder went: a logout) is no reason to stay."""
+        try:
+            self._start_lock = rendezvous.take_start_lock(self.where)
+        except (Refused, OSError) as exc:
+            log.warning("the start lock cannot be taken (%s); leaving all the same", exc)
+            self._unlisten()
+            return True
         if self._start_lock is None:
             return False
         log.info("no host for %gs ([fleet] idle_exit): leaving", self.idle_exit_s)

@@ -118,8 +118,9 @@ class SessionSink:
         kind: str,
         params: types.ElicitRequestParams | types.CreateMessageRequestParams,
         forward_why_not: str | None = None,
+        shared_askers: frozenset[str] = frozenset(),
     ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
-        answered = await self._ask(backend, kind, params, forward_why_not)
+        answered = await self._ask(backend, kind, params, forward_why_not, shared_askers)
         return answered if isinstance(answered, types.ErrorData) else backend_reply(answered)
 
     def could_ask(self, backend: Backend) -> bool:
@@ -129,19 +130,27 @@ class SessionSink:
         return bool(held or self.tasks.askers.could_ask(backend.name, sole=False))
 
     async def _ask(
-        self, backend: Backend, kind: str, params: BaseModel, forward_why_not: str | None
+        self,
+        backend: Backend,
+        kind: str,
+        params: BaseModel,
+        forward_why_not: str | None,
+        shared_askers: frozenset[str] = frozenset(),
     ) -> PendingRow | types.ErrorData:
         """A handshake-era backend asks mid-call: park (and maybe forward) it; its settled row.
 
         The question is labelled with the call that asked only when no other call can have asked
         it (calls/askers.py's `Askers.could_ask`); else it keeps the calls that can have. It is tied
         to a host's held request instead when that is the only request in flight there.
-        `forward_why_not`: it is parked, never forwarded to this host, for this reason (the
-        fleet's backend shared by several hosts, session/pool.py)."""
+        `forward_why_not`: the fleet's backend, shared by several hosts, cannot say whose it is
+        (session/pool.py): it is parked, never forwarded, tied to no call, and labelled with the
+        calls of every host that can have asked it (`shared_askers`)."""
         could_ask = self.tasks.askers.could_ask(backend.name)
         task_id, correlation = (next(iter(could_ask)), "sole") if len(could_ask) == 1 else (None, "server")
         held = self.native.rounds.asking(backend.name) if self.native is not None else []
-        if held:  # a host's prompts/get or resources/read waits there too (session/native_rounds.py)
+        if forward_why_not is not None:
+            task_id, correlation, could_ask, held = None, "server", shared_askers, []
+        elif held:  # a host's prompts/get or resources/read waits there too (session/native_rounds.py)
             alone = len(held) == 1 and not self.tasks.calls.on(backend.name)
             task_id, correlation = None, "sole" if alone else "server"
             could_ask = frozenset() if alone else self.tasks.askers.could_ask(backend.name, sole=False)

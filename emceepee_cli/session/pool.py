@@ -30,10 +30,10 @@ a sign-in, to the host that has used it longest.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -50,6 +50,7 @@ from emceepee_cli.session.backend_sink import ProcessBook, SessionSink
 from emceepee_cli.session.sharing import SharingKey, sharing_key
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 STOP_WAIT_S = transport.STOP_BOUND_S + 2.0
 
@@ -102,16 +103,21 @@ class Pool:
             self._retire(instance)  # it is being started again: others move on as they restart it
         if instance.fan.users:
             return False
-        if why is None and self.linger_s > 0 and self.instances.get(instance.key) is instance:
-            instance.linger = anyio.CancelScope()
-            self.runtime.spawn(self._linger, instance, name=f"linger {instance.key}")
+        if (
+            why is None
+            and self.linger_s > 0
+            and not instance.key.personal  # no later session could attach to it
+            and self.instances.get(instance.key) is instance
+        ):
+            instance.linger = linger = anyio.CancelScope()
+            self.runtime.spawn(self._linger, instance, linger, name=f"linger {instance.key}")
             return False
         self._stop(instance, why)
         return True
 
-    async def _linger(self, instance: Instance) -> None:
+    async def _linger(self, instance: Instance, linger: anyio.CancelScope) -> None:
         """Keep an unused instance warm for `linger_s`, then stop it (unless a session took it)."""
-        with instance.linger:
+        with linger:
             await anyio.sleep(self.linger_s)
             if not instance.fan.users:
                 log.info(
@@ -184,6 +190,7 @@ class FanOut:
         self.users: list[SessionSink] = []  # in the order they attached
         self.sign_in = FirstHost(self)
         self._narrowed = False  # logged once: its hosts grant different roots
+        self._holding: dict[SessionSink, set[anyio.CancelScope]] = {}  # what each user is asked now
 
     def __repr__(self) -> str:
         return f"<FanOut users={[u.instance_id for u in self.users]}>"
@@ -196,8 +203,24 @@ class FanOut:
             user.status_changed(backend, Status.STARTING)
 
     def detach(self, user: SessionSink) -> None:
+        """The user's session leaves: what it was holding for the backend (a question, a sign-in)
+        ends now, so the backend hears an error rather than waiting on a session that is gone
+        (the question's row is settled by the next take-over, as a dead serve's are)."""
         if user in self.users:
             self.users.remove(user)
+        for scope in self._holding.pop(user, set()):
+            scope.cancel()
+
+    async def held(self, user: SessionSink, work: Callable[[], Awaitable[T]]) -> T | None:
+        """`work` done by `user`'s session, or None when that session left meanwhile."""
+        scope = anyio.CancelScope()
+        self._holding.setdefault(user, set()).add(scope)
+        try:
+            with scope:
+                return await work()
+            return None
+        finally:
+            self._holding.get(user, set()).discard(scope)
 
     # ---- what it says, to every session that uses it ---------------------------------------
 
@@ -234,15 +257,22 @@ class FanOut:
         params: types.ElicitRequestParams | types.CreateMessageRequestParams,
     ) -> types.ElicitResult | types.CreateMessageResult | types.ErrorData:
         users = list(self.users)
-        asking = [user for user in users if user.could_ask(backend)]
-        if len(asking) == 1 or (len(users) == 1 and not asking):
-            return await (asking or users)[0].question(backend, kind, params)
         if not users:
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR, message="No host uses this server now; ask again during a call."
+            return _nobody("No host uses this server now; ask again during a call.")
+        asking = [user for user in users if user.could_ask(backend)]
+        holder = (asking or users)[0]
+        if len(asking) == 1 or (len(users) == 1 and not asking):
+            answered = await self.held(holder, lambda: holder.question(backend, kind, params))
+        else:
+            why = "calls of several hosts can have asked it" if asking else "several hosts use this server"
+            askers = frozenset().union(*(u.tasks.askers.could_ask(backend.name, sole=False) for u in asking))
+            answered = await self.held(
+                holder,
+                lambda: holder.question(backend, kind, params, forward_why_not=why, shared_askers=askers),
             )
-        why = "calls of several hosts can have asked it" if asking else "several hosts use this server"
-        return await (asking or users)[0].question(backend, kind, params, forward_why_not=why)
+        if answered is None:
+            return _nobody("The host session that held this question ended; ask again.")
+        return answered
 
     async def roots_of(self, backend: Backend) -> types.ListRootsResult:
         """What every attached host grants: their roots, or those they have in common."""
@@ -258,6 +288,10 @@ class FanOut:
                 backend.name,
             )
         return types.ListRootsResult(roots=common)
+
+
+def _nobody(message: str) -> types.ErrorData:
+    return types.ErrorData(code=types.INTERNAL_ERROR, message=message)
 
 
 def _common_roots(granted: list[list[types.Root]]) -> list[types.Root]:
@@ -283,7 +317,8 @@ class FirstHost:
         user = self.asked.get(server)
         if user is None:
             return "no host was connected to be asked"
-        return await user.sign_in.declined(server)
+        said = await self.fan.held(user, lambda: user.sign_in.declined(server))
+        return "the host that was asked to sign in has left" if said is None else said
 
     async def done(self, server: str, signed_in: bool) -> None:
         user = self.asked.pop(server, None)

@@ -31,6 +31,7 @@ from emceepee_cli.config.reload import Plan
 from emceepee_cli.errors import NotFound, UsageError
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.session.direct import Direct
+from emceepee_cli.store.records import TaskStatus
 
 if TYPE_CHECKING:
     from emceepee_cli.session.backend_sink import SessionSink
@@ -122,6 +123,8 @@ class Registry:
             pool, user = self.pool
             roots = self.config.defaults.roots
             backend = self.backends[spec.name] = pool.acquire(spec, self.launch, user, roots)
+            if self.direct is not None:  # a warm one was announced before it was in `backends`
+                self.direct.changed()
             return backend
         logs = LogFolder(self.log_dir, self.config.defaults.log_backups) if self.log_dir else None
         backend = Backend(spec, self.sink, logs, self.starts, self.launch)
@@ -238,6 +241,10 @@ class Registry:
         stopped = True
         if self.pool is not None:  # the last session using it stops it
             stopped = self.pool[0].release(backend, self.pool[1], why)
+            if not stopped:  # others use it on: this session's calls on it end as a stop ends them
+                for call in self.pool[1].tasks.calls:
+                    if call.server == name and not call.ended:
+                        call.stop(TaskStatus.INTERRUPTED)
         else:
             backend.stop(why)
         if stopped:

@@ -40,6 +40,7 @@ class SharingKey:
 
     server: str
     digest: str
+    personal: bool = False  # keyed to one session (`per_host`, or unstartable for it): never shared
 
     def __str__(self) -> str:
         return f"{self.server}@{self.digest[:SHOWN_DIGITS]}"
@@ -61,7 +62,7 @@ def sharing_key(
     except ConfigError:
         parts["session"] = session  # it cannot start for this host: nobody else's concern
     encoded = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return SharingKey(spec.name, hashlib.sha256(encoded).hexdigest())
+    return SharingKey(spec.name, hashlib.sha256(encoded).hexdigest(), "session" in parts)
 
 
 def _what_runs(spec: ServerSpec, launch: Launch | None) -> dict[str, object]:

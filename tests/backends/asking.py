@@ -4,8 +4,9 @@ has `get-sum` beside its elicitation and sampling tools.
     python tests/backends/asking.py
 
     get_sum(a, b)   a + b, as text, at once
-    ask(tag)        asks "Question <tag>?" (a form with a required `name`) and answers
-                    "<tag>: hello <name>", or "<tag>: <action>" when not accepted
+    ask(tag, gate?)  asks "Question <tag>?" (a form with a required `name`) and answers
+                    "<tag>: hello <name>", or "<tag>: <action>" when not accepted; with `gate`,
+                    only once the file `gate` exists (several calls in flight, then all ask)
     sample(tag)     asks the client's LLM "Sample <tag>?" and answers "<tag>: <the sample's text>"
 
 Everything diagnostic goes to stderr; stdout is the protocol wire.
@@ -13,6 +14,7 @@ Everything diagnostic goes to stderr; stdout is the protocol wire.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -54,6 +56,8 @@ async def on_call_tool(
     tag = str(args.get("tag"))
     try:
         if params.name == "ask":
+            while args.get("gate") and not Path(str(args["gate"])).exists():  # noqa: ASYNC110
+                await anyio.sleep(0.02)  # the test opens the gate from another process
             form = await ctx.session.elicit_form(
                 f"Question {tag}?", NAME_FORM, related_request_id=ctx.request_id
             )

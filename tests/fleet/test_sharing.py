@@ -13,7 +13,7 @@ import pytest
 
 from emceepee_cli import processes
 from tests.fleet.fronts import AskedHost, Front, fleet_config, front
-from tests.support import alive, example_table, until
+from tests.support import alive, example_table, run_cli, until
 
 pytestmark = pytest.mark.anyio
 needs_proc = pytest.mark.skipif(not processes.HAVE_PROC, reason="reads processes through /proc")
@@ -264,3 +264,48 @@ async def test_a_host_arriving_after_a_shared_backend_failed_gets_a_new_try(tmp_
 async def _status(host: Front, server: str) -> str:
     listed = await host.host.tool("list_servers", {})
     return str(next(s["status"] for s in listed["structuredContent"]["servers"] if s["name"] == server))
+
+
+@needs_proc
+async def test_a_question_calls_of_two_hosts_can_have_asked_is_parked_as_nobodys_and_answered_from_a_terminal(
+    tmp_path: Path,
+) -> None:
+    config = fleet_config(
+        tmp_path / "config.toml",
+        "[servers.ask]",
+        f"command = {json.dumps(sys.executable)}",
+        f"args = [{json.dumps(str(ASKING))}]",
+    )
+    caps: dict[str, Any] = {"elicitation": {"form": {}}}
+    with anyio.fail_after(90):
+        async with (
+            front(config, tmp_path / "a.err", capabilities=caps) as a,
+            front(config, tmp_path / "b.err", capabilities=caps) as b,
+        ):
+            for host in (a, b):
+                assert await _sum(host) == "5"
+            tasks, gate = {}, tmp_path / "gate"
+            for tag, host in (("a", a), ("b", b)):  # both in flight on the one shared instance
+                args = {"tag": tag, "gate": str(gate)}
+                asked = {"server": "ask", "tool": "ask", "args": args, "timeout_ms": 0}
+                started = await host.host.tool("execute_tool", asked)
+                tasks[tag] = started["structuredContent"]["proxy_task"]["task_id"]
+            gate.touch()  # now both ask
+            parked: list[dict[str, Any]] = []
+            while len(parked) < 2:
+                await a.host.tool("await_activity", {"timeout_ms": 2000})
+                parked = json.loads((await _cli("pending", "--json")).stdout)["pending"]
+            assert {q.get("task_id") for q in parked} == {None}, parked  # tied to neither host's call
+            for question in parked:
+                said = await _cli("answer", question["request_id"], "--content", '{"name": "pat"}')
+                assert said.returncode == 0, said.stderr
+            results = {}
+            for tag, host in (("a", a), ("b", b)):
+                done = await host.host.tool("get_task_result", {"task_id": tasks[tag], "timeout_ms": 20_000})
+                results[tag] = done["content"][0]["text"]
+            assert _asked(a).asked == [] and _asked(b).asked == []  # never forwarded to either host
+    assert results == {"a": "a: hello pat", "b": "b: hello pat"}
+
+
+async def _cli(*args: str) -> Any:
+    return await anyio.to_thread.run_sync(lambda: run_cli(*args))
