@@ -47,6 +47,7 @@ from emceepee_cli.backends.start_limit import StartSlots
 from emceepee_cli.config import ServerSpec
 from emceepee_cli.runtime import Runtime
 from emceepee_cli.session.backend_sink import ProcessBook, SessionSink
+from emceepee_cli.session.roots import tell_changed
 from emceepee_cli.session.sharing import SharingKey, sharing_key
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class Pool:
             self._retire(instance)  # a new session tries again, as a new serve would (a fixed PATH…)
             instance = None
         if instance is None:
-            fan = FanOut(self.book)
+            fan = FanOut(self.book, self.runtime)
             instance = Instance(key, Backend(spec, fan, self.logs, self.starts, launch), fan)
             self.instances[key] = instance
             self._of[id(instance.backend)] = instance
@@ -98,7 +99,7 @@ class Pool:
         instance = self._of.get(id(backend))
         if instance is None:
             return False
-        instance.fan.detach(user)
+        instance.fan.detach(user, backend)
         if why is not None and backend.status == Status.FAILED:
             self._retire(instance)  # it is being started again: others move on as they restart it
         if instance.fan.users:
@@ -185,8 +186,10 @@ class Instance:
 class FanOut:
     """The sink of one pooled backend: what it says, to the sessions that use it (see the module)."""
 
-    def __init__(self, book: ProcessBook) -> None:
+    def __init__(self, book: ProcessBook, runtime: Runtime) -> None:
         self.book = book
+        self.runtime = runtime
+        self.asked_roots = False  # it has asked for roots: told when the hosts granting them change
         self.users: list[SessionSink] = []  # in the order they attached
         self.sign_in = FirstHost(self)
         self._narrowed = False  # logged once: its hosts grant different roots
@@ -201,15 +204,24 @@ class FanOut:
         self.users.append(user)
         if backend.status != Status.STARTING:  # it is past where the session would have heard it
             user.status_changed(backend, Status.STARTING)
+        self._roots_may_differ(backend)
 
-    def detach(self, user: SessionSink) -> None:
+    def detach(self, user: SessionSink, backend: Backend | None = None) -> None:
         """The user's session leaves: what it was holding for the backend (a question, a sign-in)
         ends now, so the backend hears an error rather than waiting on a session that is gone
         (the question's row is settled by the next take-over, as a dead serve's are)."""
         if user in self.users:
             self.users.remove(user)
+            if backend is not None and self.users:
+                self._roots_may_differ(backend)
         for scope in self._holding.pop(user, set()):
             scope.cancel()
+
+    def _roots_may_differ(self, backend: Backend) -> None:
+        """The hosts that grant a backend its roots changed: one that asked for them before asks
+        again (their common roots may be more, or fewer, now)."""
+        if self.asked_roots and backend.status == Status.READY:
+            self.runtime.spawn(tell_changed, backend, name=f"roots changed {backend.name}")
 
     async def held(self, user: SessionSink, work: Callable[[], Awaitable[T]]) -> T | None:
         """`work` done by `user`'s session, or None when that session left meanwhile."""
@@ -276,6 +288,7 @@ class FanOut:
 
     async def roots_of(self, backend: Backend) -> types.ListRootsResult:
         """What every attached host grants: their roots, or those they have in common."""
+        self.asked_roots = True
         answers = [await user.roots_of(backend) for user in list(self.users)]
         if not answers:
             return types.ListRootsResult(roots=[])

@@ -123,10 +123,11 @@ class Roots:
             if told is None or backend.status != Status.READY:
                 continue  # never asked: it will ask when it wants them
             if await self._effective(backend.spec) != told:
-                self.runtime.spawn(_tell, backend, name=f"roots changed {backend.name}")
+                self.runtime.spawn(tell_changed, backend, name=f"roots changed {backend.name}")
 
 
-async def _tell(backend: Backend) -> None:
+async def tell_changed(backend: Backend) -> None:
+    """Send the backend `notifications/roots/list_changed` (it asks again when it wants them)."""
     session = backend.session
     if session is None:
         return

@@ -309,3 +309,38 @@ async def test_a_question_calls_of_two_hosts_can_have_asked_is_parked_as_nobodys
 
 async def _cli(*args: str) -> Any:
     return await anyio.to_thread.run_sync(lambda: run_cli(*args))
+
+
+@needs_proc
+async def test_a_backend_shared_by_hosts_granting_different_roots_sees_only_those_they_share(
+    tmp_path: Path,
+) -> None:
+    asker = Path(__file__).parents[1] / "backends" / "roots_asker.py"
+    config = fleet_config(
+        tmp_path / "config.toml",
+        "[servers.roots]",
+        f"command = {json.dumps(sys.executable)}",
+        f"args = [{json.dumps(str(asker))}]",
+    )
+    granted = {"a": ["file:///srv/shared", "file:///srv/only-a"], "b": ["file:///srv/shared"]}
+    caps: dict[str, Any] = {"roots": {"listChanged": True}}
+    where = {"server": "roots", "tool": "where", "args": {}}
+    with anyio.fail_after(90):
+        async with front(config, tmp_path / "a.err", capabilities=caps) as a, anyio.create_task_group() as tg:
+            tg.start_soon(_grant_roots, _asked(a), granted["a"])
+            alone = (await a.host.tool("execute_tool", where))["content"][0]["text"].splitlines()
+            async with front(config, tmp_path / "b.err", capabilities=caps) as b:
+                tg.start_soon(_grant_roots, _asked(b), granted["b"])
+                await b.host.tool("list_servers", {})
+                shared = (await a.host.tool("execute_tool", where))["content"][0]["text"].splitlines()
+            tg.cancel_scope.cancel()
+    assert alone == granted["a"]
+    assert shared == ["file:///srv/shared"]  # never a root one of its hosts did not give
+
+
+async def _grant_roots(host: AskedHost, roots: list[str]) -> None:
+    """Answer every roots/list the fleet asks this host."""
+    while True:
+        request = await host.question()
+        assert request["method"] == "roots/list", request
+        await host.answer(request, {"roots": [{"uri": uri} for uri in roots]})
