@@ -100,7 +100,7 @@ def build_server(
                 log.error("journal: %s", serving_from_memory(journal.fault))
             session_id = instance_id or new_id()
             try:
-                inherited = await wiring.take_over(journal, session_id, previous)
+                inherited = await wiring.take_over(journal, session_id, previous, in_fleet=launch is not None)
                 async with anyio.create_task_group() as tg:
                     services = wiring.build(config, tg, journal, session_id, log_dir, launch, pool)
                     await services.start(inherited)

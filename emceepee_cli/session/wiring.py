@@ -60,9 +60,12 @@ class Inherited:
     events: list[Event] = field(default_factory=list[Event])
 
 
-async def take_over(journal: AsyncJournal, instance_id: str, previous: str | None = None) -> Inherited:
+async def take_over(
+    journal: AsyncJournal, instance_id: str, previous: str | None = None, in_fleet: bool = False
+) -> Inherited:
     """Register this instance and settle what dead ones left; what it inherits (`previous`: only
-    what that dead instance left, the session its host had in a fleet that died).
+    what that dead instance left, the session its host had in a fleet that died; `in_fleet`: a
+    fleet session, which leaves a dead fleet's sessions a minute for their hosts to come back).
 
     A journal that cannot be written here (a full disk) is logged, and `serve` runs anyway:
     its backends answer; what it cannot journal is not kept. So is one whose rows this emceepee
@@ -77,12 +80,12 @@ async def take_over(journal: AsyncJournal, instance_id: str, previous: str | Non
         # once; before anything else uses the file
         if await journal.run(journal.sync.retention.convert_to_incremental):
             log.info("journal: switched to incremental vacuum, so purged space goes back to the disk")
-        calls = await journal.run(journal.sync.instances.adopt_orphans, instance_id, previous)
+        calls = await journal.run(journal.sync.instances.adopt_orphans, instance_id, previous, in_fleet)
     except Exception as exc:  # noqa: BLE001  # see _not_taken_over
         _not_taken_over(exc)
         return Inherited()
     try:  # apart: calls this process has claimed must be re-driven whatever happens here
-        events = await journal.run(journal.sync.events.claim, instance_id, EVENTS_KEPT, previous)
+        events = await journal.run(journal.sync.events.claim, instance_id, EVENTS_KEPT, previous, in_fleet)
     except Exception as exc:  # noqa: BLE001  # see _not_taken_over
         _not_taken_over(exc)
         events = []

@@ -31,6 +31,16 @@ def heartbeat_s() -> float:
     return min(HEARTBEAT_S, stale_after_s() / 6)
 
 
+RETURN_S = 60.0  # a fleet session's leftovers wait this long for its host to come back for them
+
+# The sessions of a fleet share its process (pid and start); one that was alive recently may
+# still be taken back by its host's front, which names it (fleet/hello.py's `previous`).
+RECENT_FLEET_SESSIONS = (
+    "SELECT i.instance_id FROM instances i WHERE i.heartbeat_at >= ? AND (SELECT COUNT(*) FROM "
+    "instances j WHERE j.machine = i.machine AND j.pid = i.pid AND j.proc_start IS i.proc_start) > 1"
+)
+
+
 def instance_alive(row: InstanceRow) -> bool:
     if row.get("stopped_at"):
         return False

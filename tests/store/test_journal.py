@@ -418,4 +418,9 @@ def test_a_host_back_from_a_dead_fleet_takes_over_its_own_sessions_calls_and_eve
     assert journal.instances.adopt_orphans("A2", only="A") == ["TA"]
     assert [e["event_id"] for e in journal.events.claim("A2", limit=100, only="A")] == ["E065"]
     assert journal.instances.adopt_orphans("C", only="Z") == []  # no such session: nothing else taken
-    assert journal.instances.adopt_orphans("B2") == ["TB"]  # a session with no previous one: what is left
+    # A new host's session leaves them to their hosts for a minute; then takes what is left.
+    assert journal.instances.adopt_orphans("C", spare=True) == []
+    assert journal.events.claim("C", limit=100, spare=True) == []
+    journal.db.execute("UPDATE instances SET heartbeat_at = ? WHERE instance_id = 'B'", [now_iso(-3600)])
+    assert journal.instances.adopt_orphans("C", spare=True) == ["TB"]
+    assert [e["event_id"] for e in journal.events.claim("C", limit=100, spare=True)] == ["E066"]

@@ -21,7 +21,7 @@ from emceepee_cli.redact import redact_data
 from emceepee_cli.store import unreadable
 from emceepee_cli.store.connection import Part
 from emceepee_cli.store.db import immediate, mapped
-from emceepee_cli.store.liveness import instance_alive
+from emceepee_cli.store.liveness import RECENT_FLEET_SESSIONS, RETURN_S, instance_alive
 from emceepee_cli.store.records import Event, EventRow, InstanceRow, OwnedEvent
 from emceepee_cli.store.unreadable import json_column, text
 
@@ -67,21 +67,27 @@ class EventLog(Part):
         return readable(cast(EventRow, r) for r in rows)
 
     @mapped
-    def claim(self, claimer: str, limit: int, only: str | None = None) -> list[Event]:
-        """Take the events that dead instances (`only`: that one) never delivered (after their
+    def claim(self, claimer: str, limit: int, only: str | None = None, spare: bool = False) -> list[Event]:
+        """Take the events that dead instances (`only`: that one; `spare`: not a fleet session's
+        heard from within `RETURN_S`, whose host may yet come back) never delivered (after their
         cursor), at most `limit`.
 
         Each instance's claim moves its cursor in one write transaction that reads it first, so
         when several `serve`s start together each event goes to exactly one of them.
         """
         claimed: list[Event] = []
+        spared = (
+            {r["instance_id"] for r in self.db.query(RECENT_FLEET_SESSIONS, [now_iso(-RETURN_S)])}
+            if spare and only is None
+            else set()
+        )
         sql = (
             "SELECT DISTINCT i.* FROM instances i JOIN events e USING (instance_id) WHERE i.instance_id != ?"
         )
         for inst in [cast(InstanceRow, r) for r in self.db.query(sql, [claimer])]:
             if len(claimed) >= limit:
                 break
-            if only is not None and inst["instance_id"] != only:
+            if (only is not None and inst["instance_id"] != only) or inst["instance_id"] in spared:
                 continue
             if not instance_alive(inst):
                 claimed += self._claim(inst["instance_id"], limit - len(claimed))

@@ -25,9 +25,9 @@ from emceepee_cli import processes, start_tokens
 from emceepee_cli.clock import now_iso
 from emceepee_cli.store.connection import Connection, Part
 from emceepee_cli.store.db import immediate, mapped
+from emceepee_cli.store.liveness import RECENT_FLEET_SESSIONS, RETURN_S, instance_alive
 from emceepee_cli.store.liveness import STALE_ENV as STALE_ENV  # re-exported: used under these names
 from emceepee_cli.store.liveness import heartbeat_s as heartbeat_s
-from emceepee_cli.store.liveness import instance_alive
 from emceepee_cli.store.orphans import ORPHANED
 from emceepee_cli.store.records import ElicitationStatus, InstanceRow, TaskStatus
 from emceepee_cli.store.tables.tasks import Tasks
@@ -70,6 +70,11 @@ class Instances(Part):
     @mapped
     def stop(self, instance_id: str) -> None:
         self.db.execute("UPDATE instances SET stopped_at = ? WHERE instance_id = ?", [now_iso(), instance_id])
+
+    def returning(self) -> set[str]:
+        """The fleet sessions heard from within `RETURN_S`: their hosts' fronts may yet come back."""
+        rows = self._rows(RECENT_FLEET_SESSIONS, [now_iso(-RETURN_S)])
+        return {r["instance_id"] for r in rows}
 
     def alive(self, row: InstanceRow) -> bool:
         """Whether the instance's process still runs (store/liveness.py)."""
@@ -148,16 +153,18 @@ class Instances(Part):
         return done
 
     @mapped
-    def adopt_orphans(self, instance_id: str, only: str | None = None) -> list[str]:
+    def adopt_orphans(self, instance_id: str, only: str | None = None, spare: bool = False) -> list[str]:
         """Claim the adoptable calls (and their questions) of dead instances (`only`: of that one,
-        the session a host had in a fleet that died, fleet/hello.py's `previous`).
+        the session a host had in a fleet that died, fleet/hello.py's `previous`; `spare`: not
+        those of a fleet's sessions heard from within `RETURN_S`, which their hosts may yet take back).
 
         Each call is claimed by one atomic UPDATE that names the dead owner, so when several
         `serve`s start together exactly one of them wins it, and only the winner re-drives it.
         """
         adopted: list[str] = []
+        spared = self.returning() if spare and only is None else set()
         for inst in self.dead():
-            if only is not None and inst["instance_id"] != only:
+            if (only is not None and inst["instance_id"] != only) or inst["instance_id"] in spared:
                 continue
             rows = self._rows(
                 f"SELECT task_id FROM tasks WHERE instance_id = ? AND status = ? AND {ADOPTABLE}",
