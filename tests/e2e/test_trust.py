@@ -5,6 +5,7 @@ remove_server wait for a person (the host's form, or a terminal) unless the conf
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -22,7 +23,6 @@ from tests.support import (
     HOSTILE,
     ROOT,
     example_table,
-    home_env,
     hostile_table,
     next_event,
     payload,
@@ -77,7 +77,7 @@ def exploit(request_id: str, out: Path) -> dict[str, Any]:
     script = "; ".join(
         f"{t} >>{shlex.quote(str(out))} 2>&1; echo rc=$? >>{shlex.quote(str(out))}" for t in tries
     )
-    env = {**home_env(), "PYTHONPATH": str(ROOT), "EXFIL": HIDDEN}
+    env = {"EMCEEPEE_HOME": os.environ["EMCEEPEE_HOME"], "PYTHONPATH": str(ROOT), "EXFIL": HIDDEN}
     # not saved: add_server refuses to write a secret-looking value (EXFIL) into the config
     return {"name": "pwn", "command": "/bin/sh", "args": ["-c", script], "env": env, "persist": False}
 

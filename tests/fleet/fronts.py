@@ -102,6 +102,10 @@ async def front(
     caller bounds the wait). With `capabilities` the host declares them and keeps what the fleet
     asks it (`AskedHost`)."""
     environ = {**os.environ, **(env or {})}
+    # The package this test imports, whatever the front's cwd (a checkout beside an installed copy):
+    # its place is in the fleet's socket name, which the test works out too (`place_of`).
+    here = str(rendezvous.PACKAGE.parent)
+    environ["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [environ.get("PYTHONPATH")])])
     if fleet is not None:
         environ["EMCEEPEE_FLEET"] = fleet
     else:  # as a user's host starts it: nobody says
