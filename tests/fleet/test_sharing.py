@@ -27,15 +27,19 @@ async def pid_of(host: Front, server: str) -> int:
     return int(result["content"][0]["text"])
 
 
-def hostile_server(name: str, *lines: str) -> list[str]:
-    """A [servers.NAME] table of another hostile.py backend, for fleet_config's extra lines."""
-    hostile = Path(__file__).parents[1] / "backends" / "hostile.py"
+def script_server(name: str, script: Path, *lines: str) -> list[str]:
+    """A [servers.NAME] table running `script` with this Python, for fleet_config's extra lines."""
     return [
         f"[servers.{name}]",
         f"command = {json.dumps(sys.executable)}",
-        f"args = [{json.dumps(str(hostile))}]",
+        f"args = [{json.dumps(str(script))}]",
         *lines,
     ]
+
+
+def hostile_server(name: str, *lines: str) -> list[str]:
+    """A [servers.NAME] table of another hostile.py backend, for fleet_config's extra lines."""
+    return script_server(name, Path(__file__).parents[1] / "backends" / "hostile.py", *lines)
 
 
 @needs_proc
@@ -114,12 +118,7 @@ async def test_an_instance_no_host_uses_stops_after_the_grace_while_the_shared_o
 
 @needs_proc
 async def test_a_question_from_one_hosts_call_is_forwarded_to_that_host_only(tmp_path: Path) -> None:
-    config = fleet_config(
-        tmp_path / "config.toml",
-        "[servers.ask]",
-        f"command = {json.dumps(sys.executable)}",
-        f"args = [{json.dumps(str(ASKING))}]",
-    )
+    config = fleet_config(tmp_path / "config.toml", *script_server("ask", ASKING))
     caps: dict[str, Any] = {"elicitation": {"form": {}}}
     with anyio.fail_after(90):
         async with (
@@ -270,12 +269,7 @@ async def _status(host: Front, server: str) -> str:
 async def test_a_question_calls_of_two_hosts_can_have_asked_is_parked_as_nobodys_and_answered_from_a_terminal(
     tmp_path: Path,
 ) -> None:
-    config = fleet_config(
-        tmp_path / "config.toml",
-        "[servers.ask]",
-        f"command = {json.dumps(sys.executable)}",
-        f"args = [{json.dumps(str(ASKING))}]",
-    )
+    config = fleet_config(tmp_path / "config.toml", *script_server("ask", ASKING))
     caps: dict[str, Any] = {"elicitation": {"form": {}}}
     with anyio.fail_after(90):
         async with (
@@ -316,12 +310,7 @@ async def test_a_backend_shared_by_hosts_granting_different_roots_sees_only_thos
     tmp_path: Path,
 ) -> None:
     asker = Path(__file__).parents[1] / "backends" / "roots_asker.py"
-    config = fleet_config(
-        tmp_path / "config.toml",
-        "[servers.roots]",
-        f"command = {json.dumps(sys.executable)}",
-        f"args = [{json.dumps(str(asker))}]",
-    )
+    config = fleet_config(tmp_path / "config.toml", *script_server("roots", asker))
     granted = {"a": ["file:///srv/shared", "file:///srv/only-a"], "b": ["file:///srv/shared"]}
     caps: dict[str, Any] = {"roots": {"listChanged": True}}
     where = {"server": "roots", "tool": "where", "args": {}}
