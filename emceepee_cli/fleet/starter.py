@@ -48,8 +48,9 @@ CONNECT_S = 5.0
 LEAVING_S = 15.0  # a fleet that stopped listening ends its sessions (bounded: server/app.py) and exits
 LEAVING_POLL_S = 0.05
 LOG_ROTATE_BYTES = 4 * 1024 * 1024  # the fleet's log is moved aside (one backup) past this, at a start
-# What the fleet's own environment keeps of the front's. Not a host's secrets: each host's variables
-# reach that host's backends only, through its hello (backends/launch.py).
+# What the fleet's own environment keeps of the front's: what Python and emceepee need to run, and
+# none of a host's values. Each host's variables (its secrets, proxies, CA, display, `$BROWSER`)
+# reach only what is started or reached for that host, through its hello (backends/launch.py).
 FLEET_ENV = (
     "PATH",
     "HOME",
@@ -60,19 +61,6 @@ FLEET_ENV = (
     "TZ",
     "TMPDIR",
     "VIRTUAL_ENV",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "DISPLAY",  # a sign-in opens the person's browser
-    "WAYLAND_DISPLAY",
-    "DBUS_SESSION_BUS_ADDRESS",
-    "BROWSER",
 )
 FLEET_ENV_PREFIXES = ("LC_", "XDG_", "EMCEEPEE_", "PYTHON")
 

@@ -41,6 +41,16 @@ def fleet_config(path: Path, *extra: str, idle_exit: str = "0") -> Path:
     return path
 
 
+def script_server(name: str, script: Path, *lines: str) -> list[str]:
+    """A [servers.NAME] table running `script` with this Python, for fleet_config's extra lines."""
+    return [
+        f"[servers.{name}]",
+        f"command = {json.dumps(sys.executable)}",
+        f"args = [{json.dumps(str(script))}]",
+        *lines,
+    ]
+
+
 def place_of(config: Path) -> rendezvous.Place:
     """Where the fleet of this config (and this home's journal) lives, as a front works it out."""
     return rendezvous.place(config.absolute(), paths.db_path().absolute())

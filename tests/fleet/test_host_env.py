@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from emceepee_cli import processes
-from tests.fleet.fronts import Front, fleet_config, front
+from tests.fleet.fronts import Front, fleet_config, front, script_server
 from tests.proxy import recording_proxy
 from tests.signin.parts import browser, opened, running
 from tests.support import EXAMPLES, ROOT
@@ -166,9 +166,4 @@ async def test_a_sign_in_opens_the_browser_the_hosts_environment_names(tmp_path:
 
 
 def _table(name: str, script: Path, **extra: Any) -> list[str]:
-    lines = [
-        f"[servers.{name}]",
-        f"command = {json.dumps(sys.executable)}",
-        f"args = [{json.dumps(str(script))}]",
-    ]
-    return lines + [f"{key} = {json.dumps(value)}" for key, value in extra.items()]
+    return script_server(name, script, *(f"{key} = {json.dumps(value)}" for key, value in extra.items()))

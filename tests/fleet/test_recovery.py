@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +15,11 @@ import anyio
 import pytest
 
 from emceepee_cli import processes
-from tests.fleet.fronts import Front, fleet_config, fleets_of, front
+from tests.fleet.fronts import Front, fleet_config, fleets_of, front, script_server
 from tests.support import EXAMPLES, alive, until
 
 pytestmark = pytest.mark.anyio
+REPLAYED = "this host's handshake replayed"
 needs_proc = pytest.mark.skipif(not processes.HAVE_PROC, reason="reads processes through /proc")
 
 
@@ -39,9 +39,7 @@ async def test_calls_resuming_on_two_hosts_when_the_fleet_is_killed_are_finished
     record = tmp_path / "resumable.log"
     config = fleet_config(
         tmp_path / "config.toml",
-        "[servers.resumable]",
-        f"command = {json.dumps(sys.executable)}",
-        f"args = [{json.dumps(str(EXAMPLES / 'resumable.py'))}]",
+        *script_server("resumable", EXAMPLES / "resumable.py"),
         f"env = {{ EMCEEPEE_EXAMPLE_LOG = {json.dumps(str(record))} }}",
         "auto_resume = true",
         "auto_resume_interval_ms = 1",
@@ -52,7 +50,10 @@ async def test_calls_resuming_on_two_hosts_when_the_fleet_is_killed_are_finished
             tasks = {"a": await started_job(a, "a"), "b": await started_job(b, "b")}
             await until(lambda: _polls(record) >= 4)  # both are resuming now
             os.kill(fleet, signal.SIGKILL)
-            await until(lambda: not alive(fleet) and len(fleets_of(tmp_path / "emceepee-home")) == 1)
+            # A request the host sends before its front has noticed the death is answered with an
+            # error (a real host calls again): ask once each front has reached the new fleet.
+            await until(lambda: all(REPLAYED in host.said for host in (a, b)))
+            assert not alive(fleet) and len(fleets_of(tmp_path / "emceepee-home")) == 1
             done: dict[str, Any] = {}
             for name, host in (("a", a), ("b", b)):  # no new initialize: the front replayed it
                 wait = {"task_id": tasks[name], "timeout_ms": 40_000}

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from emceepee_cli import processes
-from tests.fleet.fronts import AskedHost, Front, fleet_config, front
+from tests.fleet.fronts import AskedHost, Front, fleet_config, front, script_server
 from tests.support import alive, example_table, run_cli, until
 
 pytestmark = pytest.mark.anyio
@@ -25,16 +25,6 @@ async def pid_of(host: Front, server: str) -> int:
     result = await host.host.tool("execute_tool", {"server": server, "tool": "pid", "args": {}})
     assert not result.get("isError"), result
     return int(result["content"][0]["text"])
-
-
-def script_server(name: str, script: Path, *lines: str) -> list[str]:
-    """A [servers.NAME] table running `script` with this Python, for fleet_config's extra lines."""
-    return [
-        f"[servers.{name}]",
-        f"command = {json.dumps(sys.executable)}",
-        f"args = [{json.dumps(str(script))}]",
-        *lines,
-    ]
 
 
 def hostile_server(name: str, *lines: str) -> list[str]:
